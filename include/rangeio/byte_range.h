@@ -1,0 +1,40 @@
+// rangeio/byte_range.h — a half-open range [offset, offset + length) of bytes.
+//
+// The only way to get a ByteRange from untrusted numbers is ByteRange::Make,
+// which rejects an end past 2^64 - 1. Validate it against a source's size with
+// CheckWithin before any I/O.
+//
+// Thread-safety: a value type.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "rangeio/status.h"
+
+namespace rangeio {
+
+struct ByteRange {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+
+  // Fails with InvalidArgument when offset + length overflows uint64_t.
+  static Result<ByteRange> Make(uint64_t offset, uint64_t length);
+  // Parses "OFFSET:LENGTH" (decimal, as the CLI takes it).
+  static Result<ByteRange> Parse(std::string_view text);
+
+  // Precondition: made by Make (end does not overflow).
+  uint64_t end() const { return offset + length; }
+  bool empty() const { return length == 0; }
+
+  // OutOfRange naming `source` when the range ends past `size`.
+  Status CheckWithin(uint64_t size, std::string_view source) const;
+
+  // "[offset, end)" — used in every error message about a range.
+  std::string ToString() const;
+
+  friend bool operator==(const ByteRange&, const ByteRange&) = default;
+};
+
+}  // namespace rangeio

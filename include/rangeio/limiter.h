@@ -1,0 +1,56 @@
+// rangeio/limiter.h — the one place where global bounds live.
+//
+// A Limiter holds io_concurrency I/O permits and a response budget counted in
+// responses and in bytes (see Options). Every Reader and clone given the same
+// Limiter shares these bounds: give one Limiter to all readers of a search,
+// or of a whole process, to bound them together.
+//
+// Admission: a stream that wants to read waits in the limiter as ONE entry,
+// whatever the number of its ranges. Entries are served round-robin, one read
+// per turn while others wait, so one huge request cannot monopolise the
+// permits. A read is admitted when an I/O permit is free and the response
+// budget can take one more response of its size; a single read larger than
+// the byte budget is admitted once nothing else is retained.
+//
+// Thread-safety: all methods are thread-safe. Lifetime: held by shared_ptr;
+// readers, streams and handed-out slices keep it alive.
+#pragma once
+
+#include <memory>
+
+#include "rangeio/options.h"
+#include "rangeio/stats.h"
+#include "rangeio/status.h"
+
+namespace rangeio {
+
+namespace detail {
+class LimiterCore;
+}  // namespace detail
+
+class Limiter {
+ public:
+  // Validates the limiter fields of `options` (io_concurrency and budgets).
+  static Result<std::shared_ptr<Limiter>> Make(const Options& options);
+
+  Limiter(const Limiter&) = delete;
+  Limiter& operator=(const Limiter&) = delete;
+  ~Limiter();
+
+  uint32_t io_concurrency() const;
+  uint32_t response_budget_count() const;
+  uint64_t response_budget_bytes() const;
+
+  // Aggregates over every reader of this limiter, and its occupancy now and
+  // at its peak.
+  Stats GetStats() const;
+
+  // For the library's scheduler.
+  const std::shared_ptr<detail::LimiterCore>& core() const { return core_; }
+
+ private:
+  explicit Limiter(std::shared_ptr<detail::LimiterCore> core);
+  std::shared_ptr<detail::LimiterCore> core_;
+};
+
+}  // namespace rangeio

@@ -1,0 +1,83 @@
+// rangeio/options.h — every tuning knob of a Reader and its Limiter.
+//
+// One struct, each field with its default, valid range and configuration key.
+// Options arrive in real systems as string key/value pairs (table options,
+// command-line flags); Options::Parse turns those into a validated struct and
+// rejects any bad value with a message naming the key, the value and the
+// valid range. Validate() checks a struct filled in by hand.
+//
+// Thread-safety: a value type.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "rangeio/status.h"
+
+namespace rangeio {
+
+// How a stream admits reads. Only kRolling is for real use.
+enum class Scheduling {
+  // A completion admits the next read at once (no barrier).
+  kRolling,
+  // Benchmark baseline only: C reads at a time, the next C wait for the
+  // slowest of the previous C (the behaviour the Paimon fix removed).
+  kChunked,
+};
+
+struct Options {
+  // Key "read-thread-num" (the Paimon option's name). In-flight backend reads
+  // per Limiter, across all readers and clones sharing it. Valid 1..4096.
+  // 64 is Paimon's default and the C of BENCHMARKS.md's straggler scenario.
+  static constexpr uint32_t kDefaultIoConcurrency = 64;
+  uint32_t io_concurrency = kDefaultIoConcurrency;
+
+  // Key "response-budget-count". Responses retained at once: admitted reads
+  // whose bytes the caller has not released yet (in flight, waiting to be
+  // delivered, or delivered and still held). 0 means 2 x io_concurrency, the
+  // ratio the Paimon fix chose so that completions can run ahead of an
+  // in-order consumer by one full window. Valid 0..1,048,576.
+  uint32_t response_budget_count = 0;
+
+  // Key "response-budget-bytes". Retained response bytes at once. A single
+  // read larger than this is still admitted, alone, so nothing deadlocks.
+  // 64 MiB holds 2 x 64 windows of 512 KiB reads, or a few 8-16 MiB parts (the
+  // S3 part size guidance); raise it for wide reads. Valid 1 B..1 TiB.
+  static constexpr uint64_t kDefaultResponseBudgetBytes = 64ull << 20;
+  uint64_t response_budget_bytes = kDefaultResponseBudgetBytes;
+
+  // Key "scheduling": "rolling" (default) or "chunked" (benchmark baseline).
+  Scheduling scheduling = Scheduling::kRolling;
+
+  // Key "response-stall-timeout-ms". When a stream cannot admit its next read
+  // while nothing is in flight on its limiter (results already read, held by
+  // the caller or waiting in other streams, fill the response budget), Next()
+  // waits this long for a consumer to release some, then fails with
+  // ResourceExhausted instead of hanging.
+  // Valid 1..86,400,000 ms. 10 s: far longer than any release a live consumer
+  // makes, short enough that a consumer that keeps every slice sees its bug.
+  std::chrono::milliseconds response_stall_timeout{10'000};
+
+  // response_budget_count with 0 resolved to 2 x io_concurrency.
+  uint32_t EffectiveResponseBudgetCount() const {
+    return response_budget_count != 0 ? response_budget_count
+                                       : 2 * io_concurrency;
+  }
+
+  // InvalidArgument naming the field (by its key) and valid range.
+  Status Validate() const;
+
+  // Starts from the defaults and applies each key=value; rejects unknown
+  // keys and invalid values. Byte sizes take a suffix (K, KiB, M, MiB, G, GiB).
+  static Result<Options> Parse(const std::map<std::string, std::string>& kv);
+  // Same, from "key=value,key=value" (the CLI's --option form).
+  static Result<Options> Parse(std::string_view text);
+
+  // "key=value,..." for every key, parseable by Parse.
+  std::string ToString() const;
+};
+
+}  // namespace rangeio

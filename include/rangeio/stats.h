@@ -1,0 +1,73 @@
+// rangeio/stats.h — bounded diagnostics.
+//
+// Every aggregate here has a fixed size, whatever the number of reads:
+// counters, sums, min/max and a fixed-bucket log-linear latency histogram.
+// A Limiter keeps one for all its readers and a Reader one for its source
+// handle (shared with its clones). GetStats() returns a snapshot.
+//
+// Thread-safety: LatencyHistogram and Stats are plain values; the recorders
+// that fill them inside the library are thread-safe.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace rangeio {
+
+// Latencies in nanoseconds, 16 linear sub-buckets per power of two from 1 ns
+// to 2^63 ns: 1,024 buckets (8 KiB), relative error of a percentile under
+// 6.25%.
+class LatencyHistogram {
+ public:
+  static constexpr int kSubBits = 4;
+  static constexpr int kBuckets = 64 << kSubBits;
+
+  void Record(uint64_t nanos);
+  void Merge(const LatencyHistogram& other);
+
+  uint64_t count() const { return count_; }
+  uint64_t sum_nanos() const { return sum_; }
+  uint64_t min_nanos() const { return count_ ? min_ : 0; }
+  uint64_t max_nanos() const { return max_; }
+  // Upper bound of the bucket holding quantile q in [0, 1]; 0 when empty.
+  uint64_t Percentile(double q) const;
+
+  static int BucketOf(uint64_t nanos);
+  static uint64_t BucketUpperBound(int bucket);
+
+ private:
+  std::array<uint64_t, kBuckets> buckets_{};
+  uint64_t count_ = 0;
+  uint64_t sum_ = 0;
+  uint64_t min_ = UINT64_MAX;
+  uint64_t max_ = 0;
+};
+
+struct Stats {
+  // Backend reads that completed (successfully or not) and how.
+  uint64_t physical_reads = 0;
+  uint64_t physical_bytes = 0;   // bytes the backends returned
+  uint64_t read_errors = 0;      // backend reads that failed
+  // Requested ranges handed to callers and their bytes.
+  uint64_t ranges_delivered = 0;
+  uint64_t logical_bytes = 0;
+  // Reads admitted but dropped before they completed (stream dropped or
+  // ended by an error); queued reads that were never admitted are not counted.
+  uint64_t reads_cancelled = 0;
+  LatencyHistogram read_latency;  // submit to completion, per backend read
+
+  // Limiter only (zero in a Reader's stats): current and peak occupancy.
+  uint64_t in_flight = 0;
+  uint64_t peak_in_flight = 0;
+  uint64_t retained_count = 0;
+  uint64_t peak_retained_count = 0;
+  uint64_t retained_bytes = 0;
+  uint64_t peak_retained_bytes = 0;
+  uint64_t waiting_streams = 0;  // streams queued for a permit right now
+
+  // One line per figure, for humans.
+  std::string ToString() const;
+};
+
+}  // namespace rangeio

@@ -1,0 +1,233 @@
+#include "rangeio/limiter.h"
+
+#include <algorithm>
+
+#include "limiter_core.h"
+
+namespace rangeio {
+namespace detail {
+
+LimiterCore::LimiterCore(uint32_t io_concurrency, uint32_t budget_count,
+                         uint64_t budget_bytes)
+    : io_(io_concurrency), count_(budget_count), bytes_(budget_bytes) {}
+
+// A pump in progress on this thread: the limiter, its reusable grant list,
+// and the reads that completed inline during its OnGrant calls.
+struct LimiterCore::PumpFrame {
+  const LimiterCore* core = nullptr;
+  std::vector<Grant> grants;
+  std::vector<uint64_t> done_latency_ns;
+  uint64_t done_bytes = 0;
+  uint64_t done_errors = 0;
+};
+
+namespace {
+// Limiters this thread is pumping right now, innermost last. A pump
+// re-entered on the same thread (an inline completion inside OnGrant)
+// returns at once: the outer loop re-checks the queue after its grants, so
+// nothing is lost and the stack does not grow with the number of inline
+// completions. Other threads pump concurrently: admission decisions are made
+// under the lock, the reads themselves are issued outside it, in parallel.
+// Frames are reused (a deque keeps references stable as depth grows).
+thread_local std::deque<LimiterCore::PumpFrame> tls_frames;
+thread_local size_t tls_depth = 0;
+
+LimiterCore::PumpFrame* FrameOf(const LimiterCore* core) {
+  for (size_t i = 0; i < tls_depth; ++i) {
+    if (tls_frames[i].core == core) return &tls_frames[i];
+  }
+  return nullptr;
+}
+}  // namespace
+
+// A read fits when an I/O permit is free and the budget takes one more
+// response of `cost` bytes. A read larger than the whole byte budget fits
+// only when nothing else is retained, so it is admitted alone and never
+// deadlocks.
+bool LimiterCore::Fits(uint64_t cost) const {
+  if (in_flight_ >= io_ || retained_count_ >= count_) return false;
+  if (cost > bytes_) return retained_count_ == 0;
+  return retained_bytes_ + cost <= bytes_;
+}
+
+void LimiterCore::Extend(const std::shared_ptr<PermitClient>& c,
+                         uint64_t count) {
+  std::unique_lock lk(mu_);
+  c->stop_ = std::min(c->total_, c->next_ + count);
+  if (c->next_ >= c->stop_ || c->queued_) return;
+  c->queued_ = true;
+  queue_.push_back(c);
+  stats_.waiting_streams = queue_.size();
+  Pump(lk);
+}
+
+void LimiterCore::Withdraw(PermitClient* c) {
+  std::lock_guard lk(mu_);
+  c->stop_ = c->next_;
+  if (!c->queued_) return;
+  c->queued_ = false;
+  auto it = std::find_if(queue_.begin(), queue_.end(),
+                         [c](const auto& q) { return q.get() == c; });
+  if (it != queue_.end()) queue_.erase(it);
+  stats_.waiting_streams = queue_.size();
+}
+
+// A read that completed inside this thread's own pump of this limiter hands
+// its permit back when that pump re-takes the lock, right after the OnGrant
+// call that issued it returns: one lock round-trip fewer per inline read.
+void LimiterCore::ReadDone(uint64_t latency_ns, uint64_t bytes, bool ok) {
+  if (PumpFrame* f = FrameOf(this)) {
+    f->done_latency_ns.push_back(latency_ns);
+    f->done_bytes += bytes;
+    f->done_errors += ok ? 0 : 1;
+    return;
+  }
+  std::unique_lock lk(mu_);
+  --in_flight_;
+  StatsRecorder::RecordReadLocked(&stats_, latency_ns, bytes, ok);
+  Pump(lk);
+}
+
+void LimiterCore::ReleaseResponse(uint64_t bytes) {
+  std::unique_lock lk(mu_);
+  --retained_count_;
+  retained_bytes_ -= bytes;
+  Pump(lk);
+}
+
+void LimiterCore::ReturnUnused(uint64_t bytes) {
+  std::unique_lock lk(mu_);
+  --in_flight_;
+  --retained_count_;
+  retained_bytes_ -= bytes;
+  ++stats_.reads_cancelled;
+  Pump(lk);
+}
+
+void LimiterCore::RecordDelivered(uint64_t ranges, uint64_t bytes,
+                                  uint64_t cancelled) {
+  std::lock_guard lk(mu_);
+  stats_.ranges_delivered += ranges;
+  stats_.logical_bytes += bytes;
+  stats_.reads_cancelled += cancelled;
+}
+
+// The waiting client with the fewest undelivered results, the first such in
+// queue order (a served client moves to the back, so ties go round-robin).
+// Max-min fair shares of the response budget: a stream whose consumer keeps
+// up is never starved by streams whose results pile up, which is what keeps
+// one thread merging k streams live (with a budget of at least 2k), and no
+// single huge request can take the whole window.
+std::deque<std::shared_ptr<PermitClient>>::iterator LimiterCore::NextClientLocked() {
+  auto best = queue_.begin();
+  if (queue_.size() == 1) return best;
+  uint64_t least = (*best)->undelivered_.load(std::memory_order_relaxed);
+  for (auto it = std::next(best); it != queue_.end() && least > 0; ++it) {
+    const uint64_t u = (*it)->undelivered_.load(std::memory_order_relaxed);
+    if (u < least) {
+      least = u;
+      best = it;
+    }
+  }
+  return best;
+}
+
+// Admits as much as fits, one read per turn while several clients wait (a
+// lone client takes everything that fits in one pass). The chosen client is
+// served first even when another's read would fit: skipping it would let
+// small reads starve a large one.
+void LimiterCore::Pump(std::unique_lock<std::mutex>& lk) {
+  if (FrameOf(this) != nullptr) return;
+  if (tls_frames.size() <= tls_depth) tls_frames.emplace_back();
+  PumpFrame& frame = tls_frames[tls_depth++];
+  frame.core = this;
+  std::vector<Grant>& grants = frame.grants;
+  for (;;) {
+    while (!queue_.empty()) {
+      const auto it = NextClientLocked();
+      PermitClient* c = it->get();
+      const uint64_t cost = c->CostOf(c->next_);
+      if (!Fits(cost)) break;
+      ++in_flight_;
+      ++retained_count_;
+      retained_bytes_ += cost;
+      stats_.peak_in_flight = std::max(stats_.peak_in_flight, in_flight_);
+      stats_.peak_retained_count =
+          std::max(stats_.peak_retained_count, retained_count_);
+      stats_.peak_retained_bytes =
+          std::max(stats_.peak_retained_bytes, retained_bytes_);
+      if (!grants.empty() && grants.back().client.get() == c &&
+          grants.back().first + grants.back().n == c->next_) {
+        ++grants.back().n;
+      } else {
+        grants.push_back({*it, c->next_, 1});
+      }
+      ++c->next_;
+      c->undelivered_.fetch_add(1, std::memory_order_relaxed);
+      if (c->next_ >= c->stop_) {
+        c->queued_ = false;
+        queue_.erase(it);
+      } else if (queue_.size() > 1) {
+        std::shared_ptr<PermitClient> moved = std::move(*it);
+        queue_.erase(it);
+        queue_.push_back(std::move(moved));
+      }
+    }
+    if (grants.empty()) break;
+    lk.unlock();
+    for (const Grant& g : grants) g.client->OnGrant(g.first, g.n);
+    grants.clear();
+    lk.lock();
+    ApplyInlineDoneLocked(frame);
+  }
+  frame.core = nullptr;
+  --tls_depth;
+}
+
+void LimiterCore::ApplyInlineDoneLocked(PumpFrame& f) {
+  const uint64_t n = f.done_latency_ns.size();
+  if (n == 0) return;
+  in_flight_ -= n;
+  stats_.physical_reads += n;
+  stats_.physical_bytes += f.done_bytes;
+  stats_.read_errors += f.done_errors;
+  for (uint64_t lat : f.done_latency_ns) stats_.read_latency.Record(lat);
+  f.done_latency_ns.clear();
+  f.done_bytes = 0;
+  f.done_errors = 0;
+}
+
+Stats LimiterCore::GetStats() const {
+  std::lock_guard lk(mu_);
+  Stats s = stats_;
+  s.in_flight = in_flight_;
+  s.retained_count = retained_count_;
+  s.retained_bytes = retained_bytes_;
+  s.waiting_streams = queue_.size();
+  return s;
+}
+
+}  // namespace detail
+
+Result<std::shared_ptr<Limiter>> Limiter::Make(const Options& options) {
+  RANGEIO_RETURN_NOT_OK(options.Validate());
+  auto core = std::make_shared<detail::LimiterCore>(
+      options.io_concurrency, options.EffectiveResponseBudgetCount(),
+      options.response_budget_bytes);
+  return std::shared_ptr<Limiter>(new Limiter(std::move(core)));
+}
+
+Limiter::Limiter(std::shared_ptr<detail::LimiterCore> core)
+    : core_(std::move(core)) {}
+Limiter::~Limiter() = default;
+
+uint32_t Limiter::io_concurrency() const { return core_->io_concurrency(); }
+uint32_t Limiter::response_budget_count() const {
+  return core_->budget_count();
+}
+uint64_t Limiter::response_budget_bytes() const {
+  return core_->budget_bytes();
+}
+Stats Limiter::GetStats() const { return core_->GetStats(); }
+
+}  // namespace rangeio

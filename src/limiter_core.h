@@ -1,0 +1,124 @@
+// limiter_core.h (internal) — permits, response budget and fair admission.
+//
+// A stream (a PermitClient) asks for admission of its reads [next, stop) by
+// calling Extend(); it then waits in the queue as one entry. Pump() admits
+// reads while an I/O permit is free and the response budget can take the next
+// read's size, one read per turn to the waiting client with the fewest
+// undelivered results when several wait,
+// and calls OnGrant() without holding the lock. Any thread may pump; one that
+// is already pumping this limiter further up its stack leaves the work to
+// that outer loop, so inline completions (memory, page cache) iterate instead
+// of recursing.
+//
+// Thread-safety: every method is thread-safe. Lock order: a client's own
+// mutex may be held when calling into LimiterCore; LimiterCore never calls a
+// client while holding its mutex.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "rangeio/stats.h"
+#include "stats_recorder.h"
+
+namespace rangeio::detail {
+
+class LimiterCore;
+
+class PermitClient {
+ public:
+  explicit PermitClient(uint64_t total) : total_(total) {}
+  virtual ~PermitClient() = default;
+
+  // Reads [first, first + n) are admitted: each holds an I/O permit and its
+  // share of the response budget. Called without the limiter's lock, possibly
+  // after the client withdrew (it must then hand the permits back).
+  virtual void OnGrant(uint64_t first, uint64_t n) = 0;
+  // Budget bytes of read i. Must be immutable: called under the limiter lock.
+  virtual uint64_t CostOf(uint64_t i) const = 0;
+
+  // The client calls this as it hands a result to its consumer (or drops
+  // one): admission favours clients with fewer undelivered results.
+  void Delivered(uint64_t n) {
+    undelivered_.fetch_sub(n, std::memory_order_relaxed);
+  }
+
+ private:
+  friend class LimiterCore;
+  const uint64_t total_;
+  // Guarded by LimiterCore::mu_.
+  uint64_t next_ = 0;
+  uint64_t stop_ = 0;
+  bool queued_ = false;
+  // Admitted reads not yet delivered (or dropped). Atomic: incremented under
+  // the limiter lock, decremented by the client under its own.
+  std::atomic<uint64_t> undelivered_{0};
+};
+
+class LimiterCore {
+ public:
+  LimiterCore(uint32_t io_concurrency, uint32_t budget_count,
+              uint64_t budget_bytes);
+
+  uint32_t io_concurrency() const { return io_; }
+  uint32_t budget_count() const { return count_; }
+  uint64_t budget_bytes() const { return bytes_; }
+
+  // Lets `c` be admitted up to min(total, next + count) reads, queues it and
+  // pumps (possibly calling c->OnGrant on this thread before returning).
+  void Extend(const std::shared_ptr<PermitClient>& c, uint64_t count);
+  // Removes `c` from the queue; it is granted nothing more.
+  void Withdraw(PermitClient* c);
+
+  // A backend read finished: its I/O permit comes back. Stats record it.
+  void ReadDone(uint64_t latency_ns, uint64_t bytes, bool ok);
+  // A response's budget comes back (its last Slice was released, or it
+  // failed or was dropped before delivery).
+  void ReleaseResponse(uint64_t bytes);
+  // Both of the above for a granted read that was never issued.
+  void ReturnUnused(uint64_t bytes);
+  void RecordDelivered(uint64_t ranges, uint64_t bytes, uint64_t cancelled);
+
+  Stats GetStats() const;
+
+  struct Usage {
+    uint64_t in_flight;
+    uint64_t retained_count;
+    uint64_t retained_bytes;
+  };
+  Usage Occupancy() const {
+    std::lock_guard lk(mu_);
+    return {in_flight_, retained_count_, retained_bytes_};
+  }
+
+ public:
+  struct Grant {
+    std::shared_ptr<PermitClient> client;
+    uint64_t first;
+    uint64_t n;
+  };
+  struct PumpFrame;  // limiter.cc
+
+ private:
+  void ApplyInlineDoneLocked(PumpFrame& frame);
+  std::deque<std::shared_ptr<PermitClient>>::iterator NextClientLocked();
+  bool Fits(uint64_t cost) const;
+  void Pump(std::unique_lock<std::mutex>& lk);
+
+  const uint32_t io_;
+  const uint32_t count_;
+  const uint64_t bytes_;
+
+  mutable std::mutex mu_;
+  std::deque<std::shared_ptr<PermitClient>> queue_;  // GUARDED_BY(mu_)
+  uint64_t in_flight_ = 0;                            // GUARDED_BY(mu_)
+  uint64_t retained_count_ = 0;                       // GUARDED_BY(mu_)
+  uint64_t retained_bytes_ = 0;                       // GUARDED_BY(mu_)
+  Stats stats_;                                       // GUARDED_BY(mu_)
+};
+
+}  // namespace rangeio::detail

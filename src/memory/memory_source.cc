@@ -1,0 +1,41 @@
+// An in-memory Source: reads complete inline on the calling thread.
+#include <cstring>
+#include <string>
+
+#include "rangeio/source.h"
+
+namespace rangeio {
+namespace {
+
+class MemorySource final : public Source {
+ public:
+  MemorySource(std::string name, Slice data, bool zero_copy)
+      : name_(std::move(name)), data_(std::move(data)), zero_copy_(zero_copy) {}
+
+  const std::string& name() const override { return name_; }
+  Result<uint64_t> Size() override { return uint64_t{data_.size()}; }
+
+  void Read(ByteRange range, ReadSink* sink, uint64_t tag) override {
+    if (range.end() > data_.size()) {
+      sink->OnReadDone(tag, range.CheckWithin(data_.size(), name_));
+      return;
+    }
+    const Slice view = data_.Sub(range.offset, range.length);
+    sink->OnReadDone(tag, zero_copy_ ? view : Slice::CopyOf(view.span()));
+  }
+
+ private:
+  const std::string name_;
+  const Slice data_;
+  const bool zero_copy_;
+};
+
+}  // namespace
+
+std::shared_ptr<Source> MakeMemorySource(std::string name, Slice data,
+                                         bool zero_copy) {
+  return std::make_shared<MemorySource>(std::move(name), std::move(data),
+                                        zero_copy);
+}
+
+}  // namespace rangeio

@@ -1,0 +1,177 @@
+#include "rangeio/options.h"
+
+#include <charconv>
+#include <sstream>
+#include <string>
+
+namespace rangeio {
+namespace {
+
+constexpr uint32_t kMaxIoConcurrency = 4096;
+constexpr uint32_t kMaxResponseBudgetCount = 1u << 20;
+constexpr uint64_t kMaxResponseBudgetBytes = 1ull << 40;
+constexpr int64_t kMaxStallTimeoutMs = 86'400'000;
+
+constexpr const char* kKeys =
+    "read-thread-num, response-budget-count, response-budget-bytes, "
+    "scheduling, response-stall-timeout-ms";
+
+Status Invalid(std::string_view key, std::string_view value,
+               std::string_view valid) {
+  return Status::InvalidArgument("option " + std::string(key) + "='" +
+                                 std::string(value) + "' is invalid: " +
+                                 std::string(valid));
+}
+
+bool ParseU64(std::string_view s, uint64_t* out) {
+  if (s.empty()) return false;
+  const char* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, *out);
+  return ec == std::errc() && p == end;
+}
+
+// "64", "64K", "64KiB", "1M", "1MiB", "2G", "2GiB" (binary multiples).
+bool ParseBytes(std::string_view s, uint64_t* out) {
+  size_t digits = 0;
+  while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9') ++digits;
+  uint64_t n = 0;
+  if (!ParseU64(s.substr(0, digits), &n)) return false;
+  const std::string_view suffix = s.substr(digits);
+  int shift = 0;
+  if (suffix.empty() || suffix == "B") {
+    shift = 0;
+  } else if (suffix == "K" || suffix == "KiB") {
+    shift = 10;
+  } else if (suffix == "M" || suffix == "MiB") {
+    shift = 20;
+  } else if (suffix == "G" || suffix == "GiB") {
+    shift = 30;
+  } else {
+    return false;
+  }
+  if (shift != 0 && n > (UINT64_MAX >> shift)) return false;
+  *out = n << shift;
+  return true;
+}
+
+// `given` is the value as the user wrote it (quoted in the error), or empty
+// to quote `v` itself (a struct field set in code).
+Status CheckRange(std::string_view key, uint64_t v, uint64_t lo, uint64_t hi,
+                  std::string_view unit = "", std::string_view given = "") {
+  if (v >= lo && v <= hi) return Status::OK();
+  return Invalid(key, given.empty() ? std::to_string(v) : std::string(given),
+                 "valid " + std::to_string(lo) + ".." + std::to_string(hi) +
+                     std::string(unit));
+}
+
+}  // namespace
+
+Status Options::Validate() const {
+  RANGEIO_RETURN_NOT_OK(
+      CheckRange("read-thread-num", io_concurrency, 1, kMaxIoConcurrency));
+  RANGEIO_RETURN_NOT_OK(CheckRange("response-budget-count",
+                                   response_budget_count, 0,
+                                   kMaxResponseBudgetCount,
+                                   " (0 = 2 x read-thread-num)"));
+  RANGEIO_RETURN_NOT_OK(CheckRange("response-budget-bytes",
+                                   response_budget_bytes, 1,
+                                   kMaxResponseBudgetBytes, " bytes"));
+  if (response_stall_timeout.count() < 1 ||
+      response_stall_timeout.count() > kMaxStallTimeoutMs) {
+    return Invalid("response-stall-timeout-ms",
+                   std::to_string(response_stall_timeout.count()),
+                   "valid 1.." + std::to_string(kMaxStallTimeoutMs) + " ms");
+  }
+  if (scheduling != Scheduling::kRolling &&
+      scheduling != Scheduling::kChunked) {
+    return Invalid("scheduling", std::to_string(static_cast<int>(scheduling)),
+                   "valid rolling, chunked");
+  }
+  return Status::OK();
+}
+
+Result<Options> Options::Parse(const std::map<std::string, std::string>& kv) {
+  Options o;
+  for (const auto& [key, value] : kv) {
+    uint64_t n = 0;
+    if (key == "read-thread-num") {
+      if (!ParseU64(value, &n)) {
+        return Invalid(key, value, "an integer 1..4096 is expected");
+      }
+      RANGEIO_RETURN_NOT_OK(CheckRange(key, n, 1, kMaxIoConcurrency, "", value));
+      o.io_concurrency = static_cast<uint32_t>(n);
+    } else if (key == "response-budget-count") {
+      if (!ParseU64(value, &n)) {
+        return Invalid(key, value,
+                       "an integer 0..1048576 is expected (0 = 2 x "
+                       "read-thread-num)");
+      }
+      RANGEIO_RETURN_NOT_OK(CheckRange(key, n, 0, kMaxResponseBudgetCount,
+                                       " (0 = 2 x read-thread-num)", value));
+      o.response_budget_count = static_cast<uint32_t>(n);
+    } else if (key == "response-budget-bytes") {
+      if (!ParseBytes(value, &n)) {
+        return Invalid(key, value,
+                       "a byte size is expected, e.g. 67108864, 64MiB, 1G "
+                       "(valid 1 B..1 TiB)");
+      }
+      RANGEIO_RETURN_NOT_OK(
+          CheckRange(key, n, 1, kMaxResponseBudgetBytes, " bytes", value));
+      o.response_budget_bytes = n;
+    } else if (key == "scheduling") {
+      if (value == "rolling") {
+        o.scheduling = Scheduling::kRolling;
+      } else if (value == "chunked") {
+        o.scheduling = Scheduling::kChunked;
+      } else {
+        return Invalid(key, value, "valid rolling, chunked");
+      }
+    } else if (key == "response-stall-timeout-ms") {
+      if (!ParseU64(value, &n)) {
+        return Invalid(key, value, "an integer 1..86400000 (ms) is expected");
+      }
+      RANGEIO_RETURN_NOT_OK(
+          CheckRange(key, n, 1, kMaxStallTimeoutMs, " ms", value));
+      o.response_stall_timeout = std::chrono::milliseconds(n);
+    } else {
+      return Status::InvalidArgument("unknown option '" + key +
+                                     "' (known: " + kKeys + ")");
+    }
+  }
+  return o;
+}
+
+Result<Options> Options::Parse(std::string_view text) {
+  std::map<std::string, std::string> kv;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view()
+                                           : text.substr(comma + 1);
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      return Status::InvalidArgument("option '" + std::string(item) +
+                                     "' is not key=value");
+    }
+    auto [it, inserted] = kv.emplace(std::string(item.substr(0, eq)),
+                                     std::string(item.substr(eq + 1)));
+    if (!inserted) {
+      return Status::InvalidArgument("option " + it->first +
+                                     " is given more than once");
+    }
+  }
+  return Parse(kv);
+}
+
+std::string Options::ToString() const {
+  std::ostringstream o;
+  o << "read-thread-num=" << io_concurrency
+    << ",response-budget-count=" << response_budget_count
+    << ",response-budget-bytes=" << response_budget_bytes << ",scheduling="
+    << (scheduling == Scheduling::kChunked ? "chunked" : "rolling")
+    << ",response-stall-timeout-ms=" << response_stall_timeout.count();
+  return o.str();
+}
+
+}  // namespace rangeio

@@ -1,0 +1,506 @@
+#include "rangeio/reader.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "clock.h"
+#include "limiter_core.h"
+#include "stats_recorder.h"
+
+namespace rangeio {
+namespace detail {
+namespace {
+
+// Owns one admitted read's share of the response budget from completion until
+// the last Slice of its buffer is gone.
+struct Lease {
+  Lease(std::shared_ptr<LimiterCore> l, uint64_t c, Slice b)
+      : limiter(std::move(l)), cost(c), bytes(std::move(b)) {}
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  ~Lease() { limiter->ReleaseResponse(cost); }
+  std::shared_ptr<LimiterCore> limiter;
+  uint64_t cost;
+  Slice bytes;
+};
+
+}  // namespace
+
+// The state machine behind a RangeStream. Admission state is O(1) (the
+// limiter's cursor); per-read state lives in at most budget-count slots.
+//
+// Thread-safety: mu_ guards everything mutable; the limiter and backends
+// call in from their threads. Lifetime: owned by the RangeStream and, while
+// reads are in flight, by itself (keepalive_), so a dropped stream's late
+// completions land safely.
+class StreamState final : public PermitClient,
+                          public ReadSink,
+                          public std::enable_shared_from_this<StreamState> {
+ public:
+  StreamState(std::shared_ptr<Source> source,
+              std::shared_ptr<LimiterCore> limiter,
+              std::shared_ptr<StatsRecorder> stats,
+              std::vector<ByteRange> ranges, Delivery delivery,
+              const Options& options)
+      : PermitClient(ranges.size()),
+        source_(std::move(source)),
+        limiter_(std::move(limiter)),
+        stats_(std::move(stats)),
+        ranges_(std::move(ranges)),
+        delivery_(delivery),
+        chunked_(options.scheduling == Scheduling::kChunked),
+        stall_timeout_(options.response_stall_timeout),
+        slots_(std::min<uint64_t>(ranges_.size(), limiter_->budget_count())) {
+    if (delivery_ == Delivery::kAsCompleted) {
+      free_slots_.reserve(slots_.size());
+      for (size_t i = slots_.size(); i > 0; --i) free_slots_.push_back(i - 1);
+    }
+  }
+
+  void Start() {
+    if (ranges_.empty()) return;
+    const uint64_t window =
+        chunked_ ? limiter_->io_concurrency() : ranges_.size();
+    limiter_->Extend(shared_from_this(), window);
+  }
+
+  uint64_t CostOf(uint64_t i) const override { return ranges_[i].length; }
+
+  void OnGrant(uint64_t first, uint64_t n) override {
+    // Slots are taken under the lock in batches and the reads issued outside
+    // it: a backend may complete a read inline, re-entering OnReadDone.
+    constexpr uint64_t kBatch = 64;
+    std::array<uint64_t, kBatch> tags;
+    while (n > 0) {
+      const uint64_t k = std::min(n, kBatch);
+      if (!TakeSlots(first, k, tags.data())) {
+        for (uint64_t i = first; i < first + n; ++i) {
+          limiter_->ReturnUnused(ranges_[i].length);
+        }
+        return;
+      }
+      for (uint64_t j = 0; j < k; ++j) {
+        source_->Read(ranges_[first + j], this, tags[j]);
+      }
+      first += k;
+      n -= k;
+    }
+  }
+
+  void OnReadDone(uint64_t tag, Result<Slice> bytes) override {
+    std::shared_ptr<StreamState> keepalive;  // destroyed last: may free this
+    const uint64_t now = NowNanos();
+    Slot& s = slots_[tag];
+    const uint64_t index = s.index;  // stable while the read is in flight
+    const ByteRange range = ranges_[index];
+    Status status = bytes.status();
+    if (status.ok() && bytes->size() != range.length) {
+      status = Status::IoError("backend returned " +
+                               std::to_string(bytes->size()) +
+                               " bytes instead of " +
+                               std::to_string(range.length));
+    }
+    const uint64_t got = status.ok() ? range.length : 0;
+    // A failed read's response keeps its budget until the error is delivered
+    // or dropped, like any result: occupied slots never exceed the budget.
+    auto lease = std::make_shared<Lease>(
+        limiter_, range.length, status.ok() ? std::move(*bytes) : Slice());
+    bool next_chunk = false;
+    uint64_t latency = 0;
+    {
+      std::lock_guard lk(mu_);
+      latency = now - s.submit_ns;
+      --in_flight_;
+      if (finished_) {
+        // Dropped: its budget goes back with `lease` below.
+        ++cancelled_;
+        s.state = Slot::kFree;
+        ReleaseSlot(tag);
+        if (in_flight_ == 0) FlushStatsLocked();  // the stream's last word
+      } else {
+        s.state = Slot::kDone;
+        s.lease = std::move(lease);
+        if (!status.ok()) {
+          s.status = status.WithContext(RangeContext(index));
+          // Admit nothing more, before this read's permit comes back.
+          failed_ = true;
+          limiter_->Withdraw(this);
+        }
+        if (delivery_ == Delivery::kAsCompleted) ready_.push_back(tag);
+        next_chunk = chunked_ && in_flight_ == 0 && !failed_;
+        if (consumer_waiting_) cv_.notify_one();
+      }
+      reads_.Add(latency, got, status.ok());
+      if (reads_.full()) FlushStatsLocked();
+      if (in_flight_ == 0) keepalive = std::move(keepalive_);
+    }
+    // The permit goes back last: it may admit this stream's next read.
+    limiter_->ReadDone(latency, got, status.ok());
+    if (next_chunk) limiter_->Extend(shared_from_this(), limiter_->io_concurrency());
+    lease.reset();  // a cancelled stream's response goes back here
+  }
+
+  Result<std::optional<RangeResult>> Next() {
+    std::unique_lock lk(mu_);
+    uint64_t stall_deadline = 0;
+    int spins = 0;
+    for (;;) {
+      if (!final_status_.ok()) return final_status_;
+      if (delivered_ == ranges_.size()) {
+        FlushStatsLocked();
+        return std::optional<RangeResult>();
+      }
+      if (std::optional<uint64_t> tag = ReadyTagLocked()) {
+        Slot& s = slots_[*tag];
+        if (!s.status.ok()) {
+          // The error is this read's delivery: the read is not "cancelled".
+          final_status_ = std::move(s.status);
+          s.status = Status::OK();
+          std::shared_ptr<Lease> budget = std::move(s.lease);
+          s.state = Slot::kFree;
+          ReleaseSlot(*tag);
+          lk.unlock();
+          Finish();
+          return final_status_;
+        }
+        RangeResult r{s.index, Deliver(s)};
+        s.state = Slot::kFree;
+        ReleaseSlot(*tag);
+        ++delivered_;
+        Delivered(1);
+        ++unflushed_;
+        if (delivered_ == ranges_.size() || unflushed_ >= 64) {
+          FlushStatsLocked();
+        }
+        return std::optional<RangeResult>(std::move(r));
+      }
+      FlushStatsLocked();
+      if (!StalledLocked()) {
+        stall_deadline = 0;
+        if (spins++ < kSpins && in_flight_ > 0) {
+          // Results from other threads often arrive within microseconds; a
+          // futex sleep and wake-up would cost more than the wait.
+          lk.unlock();
+          std::this_thread::yield();
+          lk.lock();
+          continue;
+        }
+        consumer_waiting_ = true;
+        cv_.wait(lk);
+        consumer_waiting_ = false;
+        continue;
+      }
+      const uint64_t now = NowNanos();
+      if (stall_deadline == 0) {
+        stall_deadline =
+            now + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      stall_timeout_)
+                      .count();
+      }
+      if (now >= stall_deadline) {
+        final_status_ = StallError();
+        lk.unlock();
+        Finish();
+        return final_status_;
+      }
+      consumer_waiting_ = true;
+      cv_.wait_for(lk, std::chrono::nanoseconds(stall_deadline - now));
+      consumer_waiting_ = false;
+    }
+  }
+
+  // Stops admission, drops undelivered results (their budget goes back) and
+  // lets in-flight reads return their permits as they complete.
+  void Finish() {
+    std::vector<std::shared_ptr<Lease>> dropped;
+    {
+      std::lock_guard lk(mu_);
+      if (finished_) return;
+      finished_ = true;
+      if (final_status_.ok() && delivered_ < ranges_.size()) {
+        final_status_ = Status::Cancelled("stream over '" + source_->name() +
+                                          "' was cancelled");
+      }
+      for (Slot& s : slots_) {
+        if (s.state != Slot::kDone) continue;
+        if (s.lease) dropped.push_back(std::move(s.lease));
+        s.status = Status::OK();
+        s.state = Slot::kFree;
+        ++cancelled_;
+      }
+      ready_.clear();
+      FlushStatsLocked();
+    }
+    limiter_->Withdraw(this);
+    dropped.clear();
+    cv_.notify_all();
+  }
+
+  size_t size() const { return ranges_.size(); }
+
+ private:
+  static constexpr int kSpins = 64;
+
+  // Completed reads not yet added to the reader's stats: one lock there per
+  // 64 reads instead of one per read.
+  struct UnflushedReads {
+    std::array<uint64_t, 64> latency;
+    uint32_t n = 0;
+    uint64_t bytes = 0;
+    uint64_t errors = 0;
+    bool full() const { return n == latency.size(); }
+    void Add(uint64_t latency_ns, uint64_t got, bool ok) {
+      latency[n++] = latency_ns;
+      bytes += got;
+      errors += ok ? 0 : 1;
+    }
+  };
+
+  struct Slot {
+    enum State { kFree, kInFlight, kDone };
+    State state = kFree;
+    uint64_t index = 0;
+    uint64_t submit_ns = 0;
+    std::shared_ptr<Lease> lease;
+    Status status;
+  };
+
+  // Ordered delivery: the undelivered admitted reads are a contiguous run of
+  // at most budget-count indexes, so index % slots is collision-free. In
+  // completion order they are not contiguous: slots come from a free list.
+  // Every occupied slot holds response budget, so a free slot always exists
+  // for an admitted read; std::nullopt means that invariant broke (a bug).
+  std::optional<uint64_t> AcquireSlot(uint64_t index) {
+    if (delivery_ == Delivery::kOrdered) {
+      const uint64_t slot = index % slots_.size();
+      if (slots_[slot].state != Slot::kFree) return std::nullopt;
+      return slot;
+    }
+    if (free_slots_.empty()) return std::nullopt;
+    const uint64_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    return slot;
+  }
+  // Marks reads [first, first + k) in flight in fresh slots, writing their
+  // tags to `tags`; false when the stream takes no more reads (nothing is
+  // taken then).
+  bool TakeSlots(uint64_t first, uint64_t k, uint64_t* tags) {
+    const uint64_t now = NowNanos();
+    std::lock_guard lk(mu_);
+    if (finished_ || failed_) return false;
+    for (uint64_t j = 0; j < k; ++j) {
+      const std::optional<uint64_t> slot = AcquireSlot(first + j);
+      if (!slot) {
+        for (uint64_t u = 0; u < j; ++u) UntakeSlot(tags[u]);
+        failed_ = true;
+        final_status_ = Status::Internal(
+            "rangeio: no free result slot for " + RangeContext(first + j) +
+            " (response budget accounting is broken)");
+        cv_.notify_all();
+        return false;
+      }
+      const uint64_t tag = *slot;
+      Slot& s = slots_[tag];
+      s.index = first + j;
+      s.state = Slot::kInFlight;
+      s.submit_ns = now;
+      tags[j] = tag;
+    }
+    if (in_flight_ == 0) keepalive_ = shared_from_this();
+    in_flight_ += k;
+    n_submitted_ = first + k;
+    return true;
+  }
+  void UntakeSlot(uint64_t tag) {
+    slots_[tag].state = Slot::kFree;
+    ReleaseSlot(tag);
+  }
+  void ReleaseSlot(uint64_t tag) {
+    if (delivery_ == Delivery::kAsCompleted) free_slots_.push_back(tag);
+  }
+
+  std::optional<uint64_t> ReadyTagLocked() {
+    if (delivery_ == Delivery::kAsCompleted) {
+      if (ready_.empty()) return std::nullopt;
+      const uint64_t tag = ready_.front();
+      ready_.pop_front();
+      return tag;
+    }
+    const uint64_t tag = delivered_ % slots_.size();
+    const Slot& s = slots_[tag];
+    if (s.state == Slot::kDone && s.index == delivered_) return tag;
+    return std::nullopt;
+  }
+
+  Slice Deliver(Slot& s) {
+    std::shared_ptr<Lease> lease = std::move(s.lease);
+    unflushed_bytes_ += lease->cost;
+    Slice out = lease->bytes;
+    return out.WithOwner(std::move(lease));
+  }
+
+  // This stream waits for admission while no read is in flight anywhere on
+  // its limiter: no completion can free anything, only consumers releasing
+  // results can (this caller's held slices, or other streams' undelivered
+  // results, e.g. a k-way merge consuming many streams from one thread).
+  bool StalledLocked() const {
+    if (in_flight_ != 0 || failed_ || n_submitted_ >= ranges_.size()) {
+      return false;
+    }
+    return limiter_->Occupancy().in_flight == 0;
+  }
+
+  Status StallError() const {
+    const LimiterCore::Usage u = limiter_->Occupancy();
+
+    return Status::ResourceExhausted(
+        "reading '" + source_->name() + "': no read could be admitted for " +
+        std::to_string(stall_timeout_.count()) +
+        " ms because the response budget (" +
+        std::to_string(limiter_->budget_count()) + " responses, " +
+        std::to_string(limiter_->budget_bytes()) +
+        " bytes) is held by results read but not released: " +
+        std::to_string(u.retained_count) + " responses (" +
+        std::to_string(u.retained_bytes) + " bytes): slices the caller still "
+        "holds, or results waiting in other streams; release slices, consume the other streams on this limiter "
+        "concurrently, or raise response-budget-count / response-budget-bytes");
+  }
+
+  std::string RangeContext(uint64_t index) const {
+    return "reading range " + ranges_[index].ToString() + " (request index " +
+           std::to_string(index) + ") of '" + source_->name() + "'";
+  }
+
+  void FlushStatsLocked() {
+    if (reads_.n != 0) {
+      stats_->RecordReads(reads_.latency.data(), reads_.n, reads_.bytes,
+                          reads_.errors);
+      reads_ = {};
+    }
+    if (unflushed_ == 0 && cancelled_ == 0) return;
+    stats_->RecordDelivered(unflushed_, unflushed_bytes_, cancelled_);
+    limiter_->RecordDelivered(unflushed_, unflushed_bytes_, cancelled_);
+    unflushed_ = 0;
+    unflushed_bytes_ = 0;
+    cancelled_ = 0;
+  }
+
+  const std::shared_ptr<Source> source_;
+  const std::shared_ptr<LimiterCore> limiter_;
+  const std::shared_ptr<StatsRecorder> stats_;
+  const std::vector<ByteRange> ranges_;
+  const Delivery delivery_;
+  const bool chunked_;
+  const std::chrono::milliseconds stall_timeout_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Slot> slots_;             // GUARDED_BY(mu_)
+  std::vector<uint64_t> free_slots_;    // GUARDED_BY(mu_), as-completed
+  std::deque<uint64_t> ready_;          // GUARDED_BY(mu_), as-completed
+  uint64_t in_flight_ = 0;              // GUARDED_BY(mu_)
+  uint64_t n_submitted_ = 0;            // GUARDED_BY(mu_)
+  uint64_t delivered_ = 0;              // GUARDED_BY(mu_)
+  UnflushedReads reads_;                // GUARDED_BY(mu_)
+  uint64_t unflushed_ = 0;              // GUARDED_BY(mu_)
+  uint64_t unflushed_bytes_ = 0;        // GUARDED_BY(mu_)
+  uint64_t cancelled_ = 0;              // GUARDED_BY(mu_)
+  bool finished_ = false;               // GUARDED_BY(mu_)
+  bool failed_ = false;                 // GUARDED_BY(mu_): a read failed
+  bool consumer_waiting_ = false;       // GUARDED_BY(mu_)
+  Status final_status_;                 // GUARDED_BY(mu_)
+  std::shared_ptr<StreamState> keepalive_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace detail
+}  // namespace rangeio
+
+namespace rangeio {
+
+RangeStream::RangeStream(std::shared_ptr<detail::StreamState> state)
+    : state_(std::move(state)) {}
+RangeStream::RangeStream(RangeStream&&) noexcept = default;
+RangeStream& RangeStream::operator=(RangeStream&& other) noexcept {
+  if (this != &other) {
+    Cancel();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+RangeStream::~RangeStream() { Cancel(); }
+
+Result<std::optional<RangeResult>> RangeStream::Next() {
+  if (!state_) return Status::Cancelled("stream was moved from");
+  return state_->Next();
+}
+
+void RangeStream::Cancel() {
+  if (state_) state_->Finish();
+}
+
+size_t RangeStream::size() const { return state_ ? state_->size() : 0; }
+
+Result<Reader> Reader::Open(std::shared_ptr<Source> source,
+                            const Options& options,
+                            std::shared_ptr<Limiter> limiter) {
+  if (!source) return Status::InvalidArgument("Reader::Open: source is null");
+  RANGEIO_RETURN_NOT_OK(options.Validate());
+  if (!limiter) {
+    RANGEIO_ASSIGN_OR_RETURN(limiter, Limiter::Make(options));
+  }
+  Reader r;
+  r.source_ = std::move(source);
+  r.limiter_ = std::move(limiter);
+  r.stats_ = std::make_shared<detail::StatsRecorder>();
+  r.options_ = options;
+  return r;
+}
+
+Result<Reader> Reader::OpenFile(const std::string& path,
+                                const Options& options,
+                                std::shared_ptr<Limiter> limiter) {
+  RANGEIO_RETURN_NOT_OK(options.Validate());
+  LocalFileOptions lo;
+  lo.threads = limiter ? limiter->io_concurrency() : options.io_concurrency;
+  RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> source,
+                           OpenLocalFile(path, lo));
+  return Open(std::move(source), options, std::move(limiter));
+}
+
+Reader Reader::Clone() const { return *this; }
+
+Result<RangeStream> Reader::ReadRanges(std::span<const ByteRange> ranges,
+                                       Delivery delivery) const {
+  RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, source_->Size());
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (ranges[i].length > UINT64_MAX - ranges[i].offset) {
+      return Status::InvalidArgument(
+          "range " + std::to_string(i) + " of '" + source_->name() +
+          "': offset " + std::to_string(ranges[i].offset) + " + length " +
+          std::to_string(ranges[i].length) + " overflows 64 bits");
+    }
+    Status st = ranges[i].CheckWithin(size, source_->name());
+    if (!st.ok()) {
+      return st.WithContext("request index " + std::to_string(i));
+    }
+  }
+  auto state = std::make_shared<detail::StreamState>(
+      source_, limiter_->core(), stats_,
+      std::vector<ByteRange>(ranges.begin(), ranges.end()), delivery,
+      options_);
+  state->Start();
+  return RangeStream(std::move(state));
+}
+
+Stats Reader::GetStats() const { return stats_->Snapshot(); }
+
+}  // namespace rangeio
