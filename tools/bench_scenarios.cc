@@ -1,0 +1,73 @@
+#include "bench_scenarios.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace rangeio::bench {
+
+double Row::elapsed_ms() const {
+  if (elapsed_ms_runs.empty()) return 0;
+  std::vector<double> v = elapsed_ms_runs;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+const Row* Report::Find(const std::string& strategy) const {
+  for (const Row& r : rows) {
+    if (r.strategy == strategy) return &r;
+  }
+  return nullptr;
+}
+
+void Report::Print() const {
+  std::printf("\n== %s  %s\n", scenario.c_str(), config.dump().c_str());
+  std::printf("%-18s %12s %14s %9s %10s %14s %14s\n", "strategy",
+              "elapsed_ms", "ranges_per_s", "vs", "min..max", "peak_inflight",
+              "peak_retained");
+  const Row* base = baseline.empty() ? nullptr : Find(baseline);
+  for (const Row& r : rows) {
+    const auto [lo, hi] =
+        std::minmax_element(r.elapsed_ms_runs.begin(), r.elapsed_ms_runs.end());
+    char vs[32] = "";
+    if (base) {
+      std::snprintf(vs, sizeof vs, "%.2fx", r.ranges_per_s() / base->ranges_per_s());
+    }
+    char range[48];
+    std::snprintf(range, sizeof range, "%.1f..%.1f", *lo, *hi);
+    std::printf("%-18s %12.2f %14.0f %9s %10s %14s %14s\n", r.strategy.c_str(),
+                r.elapsed_ms(), r.ranges_per_s(), vs, range,
+                r.peak_inflight ? std::to_string(*r.peak_inflight).c_str() : "-",
+                r.peak_retained ? std::to_string(*r.peak_retained).c_str() : "-");
+  }
+  if (lower_bound_ms) {
+    std::printf("%-18s %12.2f %14.0f\n", "lower-bound", *lower_bound_ms,
+                rows.empty() ? 0.0 : rows[0].ranges / (*lower_bound_ms / 1000.0));
+  }
+  for (const std::string& l : lines) std::printf("%s\n", l.c_str());
+  std::fflush(stdout);
+}
+
+nlohmann::json Report::ToJson() const {
+  nlohmann::json j;
+  j["scenario"] = scenario;
+  j["config"] = config;
+  j["rows"] = nlohmann::json::array();
+  const Row* base = baseline.empty() ? nullptr : Find(baseline);
+  for (const Row& r : rows) {
+    nlohmann::json row = {{"strategy", r.strategy},
+                          {"elapsed_ms", r.elapsed_ms()},
+                          {"elapsed_ms_runs", r.elapsed_ms_runs},
+                          {"ranges", r.ranges},
+                          {"ranges_per_s", r.ranges_per_s()}};
+    row["peak_inflight"] = r.peak_inflight ? nlohmann::json(*r.peak_inflight) : nlohmann::json();
+    row["peak_retained"] = r.peak_retained ? nlohmann::json(*r.peak_retained) : nlohmann::json();
+    if (lower_bound_ms) row["lower_bound_ms"] = *lower_bound_ms;
+    if (base) row["vs_" + baseline] = r.ranges_per_s() / base->ranges_per_s();
+    j["rows"].push_back(row);
+  }
+  j["verdicts"] = lines;
+  return j;
+}
+
+}  // namespace rangeio::bench

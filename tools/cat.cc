@@ -1,0 +1,33 @@
+// rangeio cat — writes ranges of a file to stdout in the order given.
+#include "cat.h"
+
+#include <cstdio>
+#include <vector>
+
+#include "rangeio/rangeio.h"
+
+namespace rangeio::cli {
+
+Status Cat(const std::string& path, const std::vector<std::string>& range_args,
+           const Options& options) {
+  std::vector<ByteRange> ranges;
+  ranges.reserve(range_args.size());
+  for (const std::string& a : range_args) {
+    RANGEIO_ASSIGN_OR_RETURN(ByteRange r, ByteRange::Parse(a));
+    ranges.push_back(r);
+  }
+  RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::OpenFile(path, options));
+  RANGEIO_ASSIGN_OR_RETURN(RangeStream stream, reader.ReadRanges(ranges, Delivery::kOrdered));
+  for (;;) {
+    RANGEIO_ASSIGN_OR_RETURN(std::optional<RangeResult> r, stream.Next());
+    if (!r) break;
+    if (!r->bytes.empty() &&
+        std::fwrite(r->bytes.data(), 1, r->bytes.size(), stdout) != r->bytes.size()) {
+      return Status::FromErrno(errno, "writing to stdout");
+    }
+  }
+  if (std::fflush(stdout) != 0) return Status::FromErrno(errno, "writing to stdout");
+  return Status::OK();
+}
+
+}  // namespace rangeio::cli
