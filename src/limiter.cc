@@ -89,18 +89,22 @@ void LimiterCore::ReadDone(uint64_t latency_ns, uint64_t bytes, bool ok) {
 }
 
 void LimiterCore::ReleaseResponse(uint64_t bytes) {
+  std::shared_ptr<LimiterCore> self;  // destroyed last: may free this
   std::unique_lock lk(mu_);
   --retained_count_;
   retained_bytes_ -= bytes;
+  if (retained_count_ == 0) self = std::move(self_);
   Pump(lk);
 }
 
 void LimiterCore::ReturnUnused(uint64_t bytes) {
+  std::shared_ptr<LimiterCore> self;  // destroyed last: may free this
   std::unique_lock lk(mu_);
   --in_flight_;
   --retained_count_;
   retained_bytes_ -= bytes;
   ++stats_.reads_cancelled;
+  if (retained_count_ == 0) self = std::move(self_);
   Pump(lk);
 }
 
@@ -149,7 +153,9 @@ void LimiterCore::Pump(std::unique_lock<std::mutex>& lk) {
       const uint64_t cost = c->CostOf(c->next_);
       if (!Fits(cost)) break;
       ++in_flight_;
-      ++retained_count_;
+      // Retained responses outlive every reader and handle (slices hold
+      // them): the limiter keeps itself alive while any is retained.
+      if (retained_count_++ == 0) self_ = shared_from_this();
       retained_bytes_ += cost;
       stats_.peak_in_flight = std::max(stats_.peak_in_flight, in_flight_);
       stats_.peak_retained_count =

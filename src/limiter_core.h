@@ -59,7 +59,7 @@ class PermitClient {
   std::atomic<uint64_t> undelivered_{0};
 };
 
-class LimiterCore {
+class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
  public:
   LimiterCore(uint32_t io_concurrency, uint32_t budget_count,
               uint64_t budget_bytes);
@@ -119,6 +119,8 @@ class LimiterCore {
   uint64_t retained_count_ = 0;                       // GUARDED_BY(mu_)
   uint64_t retained_bytes_ = 0;                       // GUARDED_BY(mu_)
   Stats stats_;                                       // GUARDED_BY(mu_)
+  // Set while retained_count_ > 0 (see Pump).
+  std::shared_ptr<LimiterCore> self_;                 // GUARDED_BY(mu_)
 };
 
 }  // namespace rangeio::detail

@@ -21,14 +21,15 @@ namespace detail {
 namespace {
 
 // Owns one admitted read's share of the response budget from completion until
-// the last Slice of its buffer is gone.
+// the last Slice of its buffer is gone. The limiter keeps itself alive while
+// any response is retained, so a raw pointer is enough here.
 struct Lease {
-  Lease(std::shared_ptr<LimiterCore> l, uint64_t c, Slice b)
-      : limiter(std::move(l)), cost(c), bytes(std::move(b)) {}
+  Lease(LimiterCore* l, uint64_t c, Slice b)
+      : limiter(l), cost(c), bytes(std::move(b)) {}
   Lease(const Lease&) = delete;
   Lease& operator=(const Lease&) = delete;
   ~Lease() { limiter->ReleaseResponse(cost); }
-  std::shared_ptr<LimiterCore> limiter;
+  LimiterCore* limiter;
   uint64_t cost;
   Slice bytes;
 };
@@ -40,7 +41,7 @@ struct Lease {
 //
 // Thread-safety: mu_ guards everything mutable; the limiter and backends
 // call in from their threads. Lifetime: owned by the RangeStream and, while
-// reads are in flight, by itself (keepalive_), so a dropped stream's late
+// it has work, by itself (keepalive_), so a dropped stream's late
 // completions land safely.
 class StreamState final : public PermitClient,
                           public ReadSink,
@@ -68,6 +69,10 @@ class StreamState final : public PermitClient,
 
   void Start() {
     if (ranges_.empty()) return;
+    {
+      std::lock_guard lk(mu_);
+      keepalive_ = shared_from_this();
+    }
     const uint64_t window =
         chunked_ ? limiter_->io_concurrency() : ranges_.size();
     limiter_->Extend(shared_from_this(), window);
@@ -113,7 +118,7 @@ class StreamState final : public PermitClient,
     // A failed read's response keeps its budget until the error is delivered
     // or dropped, like any result: occupied slots never exceed the budget.
     auto lease = std::make_shared<Lease>(
-        limiter_, range.length, status.ok() ? std::move(*bytes) : Slice());
+        limiter_.get(), range.length, status.ok() ? std::move(*bytes) : Slice());
     bool next_chunk = false;
     uint64_t latency = 0;
     {
@@ -141,7 +146,7 @@ class StreamState final : public PermitClient,
       }
       reads_.Add(latency, got, status.ok());
       if (reads_.full()) FlushStatsLocked();
-      if (in_flight_ == 0) keepalive = std::move(keepalive_);
+      ReleaseSelfIfDoneLocked(&keepalive);
     }
     // The permit goes back last: it may admit this stream's next read.
     limiter_->ReadDone(latency, got, status.ok());
@@ -157,6 +162,8 @@ class StreamState final : public PermitClient,
       if (!final_status_.ok()) return final_status_;
       if (delivered_ == ranges_.size()) {
         FlushStatsLocked();
+        std::shared_ptr<StreamState> self;  // the caller's RangeStream holds us
+        ReleaseSelfIfDoneLocked(&self);
         return std::optional<RangeResult>();
       }
       if (std::optional<uint64_t> tag = ReadyTagLocked()) {
@@ -222,6 +229,7 @@ class StreamState final : public PermitClient,
   // lets in-flight reads return their permits as they complete.
   void Finish() {
     std::vector<std::shared_ptr<Lease>> dropped;
+    std::shared_ptr<StreamState> self;  // the caller's RangeStream holds us
     {
       std::lock_guard lk(mu_);
       if (finished_) return;
@@ -239,6 +247,7 @@ class StreamState final : public PermitClient,
       }
       ready_.clear();
       FlushStatsLocked();
+      ReleaseSelfIfDoneLocked(&self);
     }
     limiter_->Withdraw(this);
     dropped.clear();
@@ -315,7 +324,6 @@ class StreamState final : public PermitClient,
       s.submit_ns = now;
       tags[j] = tag;
     }
-    if (in_flight_ == 0) keepalive_ = shared_from_this();
     in_flight_ += k;
     n_submitted_ = first + k;
     return true;
@@ -344,8 +352,21 @@ class StreamState final : public PermitClient,
   Slice Deliver(Slot& s) {
     std::shared_ptr<Lease> lease = std::move(s.lease);
     unflushed_bytes_ += lease->cost;
-    Slice out = lease->bytes;
-    return out.WithOwner(std::move(lease));
+    const std::byte* data = lease->bytes.data();
+    const size_t size = lease->bytes.size();
+    return Slice(std::move(lease), data, size);  // no refcount traffic
+  }
+
+  // The stream keeps itself alive from Start() until it is done (finished,
+  // or everything delivered) with nothing in flight, so that late
+  // completions of a dropped stream land safely. Held for the whole stream
+  // rather than per read: inline reads would otherwise pay an atomic
+  // compare-and-swap and a release each.
+  void ReleaseSelfIfDoneLocked(std::shared_ptr<StreamState>* out) {
+    if (keepalive_ && in_flight_ == 0 &&
+        (finished_ || delivered_ == ranges_.size())) {
+      *out = std::move(keepalive_);
+    }
   }
 
   // This stream waits for admission while no read is in flight anywhere on
