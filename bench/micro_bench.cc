@@ -38,7 +38,8 @@ std::vector<ByteRange> ShuffledRanges(size_t n) {
 // scheduling cost (zero-copy) or scheduling plus a copy (copy).
 void BM_MemoryStream(benchmark::State& state) {
   const bool zero_copy = state.range(0) != 0;
-  const auto delivery = state.range(1) ? Delivery::kAsCompleted : Delivery::kOrdered;
+  const auto delivery =
+      state.range(1) ? Delivery::kAsCompleted : Delivery::kOrdered;
   const std::vector<ByteRange> ranges = ShuffledRanges(8192);
   Reader reader = *Reader::Open(MakeMemorySource("mem", Data(), zero_copy));
   for (auto _ : state) {
@@ -49,7 +50,8 @@ void BM_MemoryStream(benchmark::State& state) {
       benchmark::DoNotOptimize((*r)->bytes.data());
     }
   }
-  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(ranges.size()));
+  state.SetItemsProcessed(state.iterations() *
+                          static_cast<int64_t>(ranges.size()));
 }
 BENCHMARK(BM_MemoryStream)
     ->ArgsProduct({{0, 1}, {0, 1}})
@@ -66,10 +68,12 @@ void BM_SharedLimiterStreams(benchmark::State& state) {
   o.io_concurrency = 16;
   o.response_budget_count = static_cast<uint32_t>(4 * streams);
   std::shared_ptr<Limiter> limiter = *Limiter::Make(o);
-  Reader reader = *Reader::Open(MakeMemorySource("mem", Data(), true), o, limiter);
+  Reader reader =
+      *Reader::Open(MakeMemorySource("mem", Data(), true), o, limiter);
   for (auto _ : state) {
     std::vector<RangeStream> open;
-    for (size_t i = 0; i < streams; ++i) open.push_back(*reader.ReadRanges(ranges));
+    for (size_t i = 0; i < streams; ++i)
+      open.push_back(*reader.ReadRanges(ranges));
     size_t live = streams;
     while (live > 0) {
       live = 0;
@@ -79,7 +83,8 @@ void BM_SharedLimiterStreams(benchmark::State& state) {
       }
     }
   }
-  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(streams * ranges.size()));
+  state.SetItemsProcessed(state.iterations() *
+                          static_cast<int64_t>(streams * ranges.size()));
 }
 BENCHMARK(BM_SharedLimiterStreams)->Arg(1)->Arg(4)->Arg(32);
 
@@ -102,13 +107,15 @@ void BM_FillSimulatedBytes(benchmark::State& state) {
     off += 8192;
     benchmark::DoNotOptimize(buf.data());
   }
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(kRangeBytes));
+  state.SetBytesProcessed(state.iterations() *
+                          static_cast<int64_t>(kRangeBytes));
 }
 BENCHMARK(BM_FillSimulatedBytes);
 
 void BM_OptionsParse(benchmark::State& state) {
   for (auto _ : state) {
-    auto o = Options::Parse("read-thread-num=64,response-budget-bytes=64MiB,scheduling=rolling");
+    auto o = Options::Parse(
+        "read-thread-num=64,response-budget-bytes=64MiB,scheduling=rolling");
     benchmark::DoNotOptimize(o);
   }
 }

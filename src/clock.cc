@@ -39,7 +39,8 @@ struct TscClock {
     while (ns1 - ns0 < 2'000'000) ns1 = SteadyNanos();
     const uint64_t tsc1 = __rdtsc();
     if (tsc1 <= tsc0) return;
-    ns_per_tick = static_cast<double>(ns1 - ns0) / static_cast<double>(tsc1 - tsc0);
+    ns_per_tick =
+        static_cast<double>(ns1 - ns0) / static_cast<double>(tsc1 - tsc0);
     usable = true;
   }
 };
@@ -51,8 +52,9 @@ uint64_t NowNanos() {
 #if defined(__x86_64__)
   static const TscClock clock;
   if (clock.usable) {
-    return clock.ns0 + static_cast<uint64_t>(
-                           static_cast<double>(__rdtsc() - clock.tsc0) * clock.ns_per_tick);
+    return clock.ns0 +
+           static_cast<uint64_t>(static_cast<double>(__rdtsc() - clock.tsc0) *
+                                 clock.ns_per_tick);
   }
 #endif
   return SteadyNanos();

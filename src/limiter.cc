@@ -122,7 +122,8 @@ void LimiterCore::RecordDelivered(uint64_t ranges, uint64_t bytes,
 // up is never starved by streams whose results pile up, which is what keeps
 // one thread merging k streams live (with a budget of at least 2k), and no
 // single huge request can take the whole window.
-std::deque<std::shared_ptr<PermitClient>>::iterator LimiterCore::NextClientLocked() {
+std::deque<std::shared_ptr<PermitClient>>::iterator
+LimiterCore::NextClientLocked() {
   auto best = queue_.begin();
   if (queue_.size() == 1) return best;
   uint64_t least = (*best)->undelivered_.load(std::memory_order_relaxed);

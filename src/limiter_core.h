@@ -115,12 +115,12 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
 
   mutable std::mutex mu_;
   std::deque<std::shared_ptr<PermitClient>> queue_;  // GUARDED_BY(mu_)
-  uint64_t in_flight_ = 0;                            // GUARDED_BY(mu_)
-  uint64_t retained_count_ = 0;                       // GUARDED_BY(mu_)
-  uint64_t retained_bytes_ = 0;                       // GUARDED_BY(mu_)
-  Stats stats_;                                       // GUARDED_BY(mu_)
+  uint64_t in_flight_ = 0;                           // GUARDED_BY(mu_)
+  uint64_t retained_count_ = 0;                      // GUARDED_BY(mu_)
+  uint64_t retained_bytes_ = 0;                      // GUARDED_BY(mu_)
+  Stats stats_;                                      // GUARDED_BY(mu_)
   // Set while retained_count_ > 0 (see Pump).
-  std::shared_ptr<LimiterCore> self_;                 // GUARDED_BY(mu_)
+  std::shared_ptr<LimiterCore> self_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace rangeio::detail

@@ -19,8 +19,8 @@ constexpr const char* kKeys =
 Status Invalid(std::string_view key, std::string_view value,
                std::string_view valid) {
   return Status::InvalidArgument("option " + std::string(key) + "='" +
-                                 std::string(value) + "' is invalid: " +
-                                 std::string(valid));
+                                 std::string(value) +
+                                 "' is invalid: " + std::string(valid));
 }
 
 bool ParseU64(std::string_view s, uint64_t* out) {
@@ -69,10 +69,9 @@ Status CheckRange(std::string_view key, uint64_t v, uint64_t lo, uint64_t hi,
 Status Options::Validate() const {
   RANGEIO_RETURN_NOT_OK(
       CheckRange("read-thread-num", io_concurrency, 1, kMaxIoConcurrency));
-  RANGEIO_RETURN_NOT_OK(CheckRange("response-budget-count",
-                                   response_budget_count, 0,
-                                   kMaxResponseBudgetCount,
-                                   " (0 = 2 x read-thread-num)"));
+  RANGEIO_RETURN_NOT_OK(
+      CheckRange("response-budget-count", response_budget_count, 0,
+                 kMaxResponseBudgetCount, " (0 = 2 x read-thread-num)"));
   RANGEIO_RETURN_NOT_OK(CheckRange("response-budget-bytes",
                                    response_budget_bytes, 1,
                                    kMaxResponseBudgetBytes, " bytes"));
@@ -98,7 +97,8 @@ Result<Options> Options::Parse(const std::map<std::string, std::string>& kv) {
       if (!ParseU64(value, &n)) {
         return Invalid(key, value, "an integer 1..4096 is expected");
       }
-      RANGEIO_RETURN_NOT_OK(CheckRange(key, n, 1, kMaxIoConcurrency, "", value));
+      RANGEIO_RETURN_NOT_OK(
+          CheckRange(key, n, 1, kMaxIoConcurrency, "", value));
       o.io_concurrency = static_cast<uint32_t>(n);
     } else if (key == "response-budget-count") {
       if (!ParseU64(value, &n)) {

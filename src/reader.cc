@@ -109,16 +109,16 @@ class StreamState final : public PermitClient,
     const ByteRange range = ranges_[index];
     Status status = bytes.status();
     if (status.ok() && bytes->size() != range.length) {
-      status = Status::IoError("backend returned " +
-                               std::to_string(bytes->size()) +
-                               " bytes instead of " +
-                               std::to_string(range.length));
+      status =
+          Status::IoError("backend returned " + std::to_string(bytes->size()) +
+                          " bytes instead of " + std::to_string(range.length));
     }
     const uint64_t got = status.ok() ? range.length : 0;
     // A failed read's response keeps its budget until the error is delivered
     // or dropped, like any result: occupied slots never exceed the budget.
-    auto lease = std::make_shared<Lease>(
-        limiter_.get(), range.length, status.ok() ? std::move(*bytes) : Slice());
+    auto lease =
+        std::make_shared<Lease>(limiter_.get(), range.length,
+                                status.ok() ? std::move(*bytes) : Slice());
     bool next_chunk = false;
     uint64_t latency = 0;
     {
@@ -150,7 +150,8 @@ class StreamState final : public PermitClient,
     }
     // The permit goes back last: it may admit this stream's next read.
     limiter_->ReadDone(latency, got, status.ok());
-    if (next_chunk) limiter_->Extend(shared_from_this(), limiter_->io_concurrency());
+    if (next_chunk)
+      limiter_->Extend(shared_from_this(), limiter_->io_concurrency());
     lease.reset();  // a cancelled stream's response goes back here
   }
 
@@ -209,9 +210,9 @@ class StreamState final : public PermitClient,
       const uint64_t now = NowNanos();
       if (stall_deadline == 0) {
         stall_deadline =
-            now + std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      stall_timeout_)
-                      .count();
+            now +
+            std::chrono::duration_cast<std::chrono::nanoseconds>(stall_timeout_)
+                .count();
       }
       if (now >= stall_deadline) {
         final_status_ = StallError();
@@ -391,8 +392,10 @@ class StreamState final : public PermitClient,
         std::to_string(limiter_->budget_bytes()) +
         " bytes) is held by results read but not released: " +
         std::to_string(u.retained_count) + " responses (" +
-        std::to_string(u.retained_bytes) + " bytes): slices the caller still "
-        "holds, or results waiting in other streams; release slices, consume the other streams on this limiter "
+        std::to_string(u.retained_bytes) +
+        " bytes): slices the caller still "
+        "holds, or results waiting in other streams; release slices, consume "
+        "the other streams on this limiter "
         "concurrently, or raise response-budget-count / response-budget-bytes");
   }
 
@@ -425,20 +428,20 @@ class StreamState final : public PermitClient,
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Slot> slots_;             // GUARDED_BY(mu_)
-  std::vector<uint64_t> free_slots_;    // GUARDED_BY(mu_), as-completed
-  std::deque<uint64_t> ready_;          // GUARDED_BY(mu_), as-completed
-  uint64_t in_flight_ = 0;              // GUARDED_BY(mu_)
-  uint64_t n_submitted_ = 0;            // GUARDED_BY(mu_)
-  uint64_t delivered_ = 0;              // GUARDED_BY(mu_)
-  UnflushedReads reads_;                // GUARDED_BY(mu_)
-  uint64_t unflushed_ = 0;              // GUARDED_BY(mu_)
-  uint64_t unflushed_bytes_ = 0;        // GUARDED_BY(mu_)
-  uint64_t cancelled_ = 0;              // GUARDED_BY(mu_)
-  bool finished_ = false;               // GUARDED_BY(mu_)
-  bool failed_ = false;                 // GUARDED_BY(mu_): a read failed
-  bool consumer_waiting_ = false;       // GUARDED_BY(mu_)
-  Status final_status_;                 // GUARDED_BY(mu_)
+  std::vector<Slot> slots_;                 // GUARDED_BY(mu_)
+  std::vector<uint64_t> free_slots_;        // GUARDED_BY(mu_), as-completed
+  std::deque<uint64_t> ready_;              // GUARDED_BY(mu_), as-completed
+  uint64_t in_flight_ = 0;                  // GUARDED_BY(mu_)
+  uint64_t n_submitted_ = 0;                // GUARDED_BY(mu_)
+  uint64_t delivered_ = 0;                  // GUARDED_BY(mu_)
+  UnflushedReads reads_;                    // GUARDED_BY(mu_)
+  uint64_t unflushed_ = 0;                  // GUARDED_BY(mu_)
+  uint64_t unflushed_bytes_ = 0;            // GUARDED_BY(mu_)
+  uint64_t cancelled_ = 0;                  // GUARDED_BY(mu_)
+  bool finished_ = false;                   // GUARDED_BY(mu_)
+  bool failed_ = false;                     // GUARDED_BY(mu_): a read failed
+  bool consumer_waiting_ = false;           // GUARDED_BY(mu_)
+  Status final_status_;                     // GUARDED_BY(mu_)
   std::shared_ptr<StreamState> keepalive_;  // GUARDED_BY(mu_)
 };
 
@@ -486,8 +489,7 @@ Result<Reader> Reader::Open(std::shared_ptr<Source> source,
   return r;
 }
 
-Result<Reader> Reader::OpenFile(const std::string& path,
-                                const Options& options,
+Result<Reader> Reader::OpenFile(const std::string& path, const Options& options,
                                 std::shared_ptr<Limiter> limiter) {
   RANGEIO_RETURN_NOT_OK(options.Validate());
   LocalFileOptions lo;
@@ -516,8 +518,7 @@ Result<RangeStream> Reader::ReadRanges(std::span<const ByteRange> ranges,
   }
   auto state = std::make_shared<detail::StreamState>(
       source_, limiter_->core(), stats_,
-      std::vector<ByteRange>(ranges.begin(), ranges.end()), delivery,
-      options_);
+      std::vector<ByteRange>(ranges.begin(), ranges.end()), delivery, options_);
   state->Start();
   return RangeStream(std::move(state));
 }

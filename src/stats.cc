@@ -56,19 +56,22 @@ uint64_t LatencyHistogram::Percentile(double q) const {
 }
 
 std::string Stats::ToString() const {
+  const auto us = [](uint64_t nanos) {
+    return static_cast<double>(nanos) / 1e3;
+  };
   std::ostringstream o;
   o << "physical_reads " << physical_reads << "\nphysical_bytes "
     << physical_bytes << "\nread_errors " << read_errors
     << "\nranges_delivered " << ranges_delivered << "\nlogical_bytes "
     << logical_bytes << "\nreads_cancelled " << reads_cancelled
-    << "\nread_latency_p50_us " << read_latency.Percentile(0.5) / 1000.0
-    << "\nread_latency_p99_us " << read_latency.Percentile(0.99) / 1000.0
-    << "\nread_latency_max_us " << read_latency.max_nanos() / 1000.0
+    << "\nread_latency_p50_us " << us(read_latency.Percentile(0.5))
+    << "\nread_latency_p99_us " << us(read_latency.Percentile(0.99))
+    << "\nread_latency_max_us " << us(read_latency.max_nanos())
     << "\nin_flight " << in_flight << "\npeak_in_flight " << peak_in_flight
     << "\nretained_count " << retained_count << "\npeak_retained_count "
     << peak_retained_count << "\nretained_bytes " << retained_bytes
-    << "\npeak_retained_bytes " << peak_retained_bytes
-    << "\nwaiting_streams " << waiting_streams << "\n";
+    << "\npeak_retained_bytes " << peak_retained_bytes << "\nwaiting_streams "
+    << waiting_streams << "\n";
   return o.str();
 }
 

@@ -8,15 +8,24 @@ namespace rangeio {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kOutOfRange: return "out of range";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kPermissionDenied: return "permission denied";
-    case StatusCode::kIoError: return "I/O error";
-    case StatusCode::kCancelled: return "cancelled";
-    case StatusCode::kResourceExhausted: return "resource exhausted";
-    case StatusCode::kInternal: return "internal error";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kOutOfRange:
+      return "out of range";
+    case StatusCode::kNotFound:
+      return "not found";
+    case StatusCode::kPermissionDenied:
+      return "permission denied";
+    case StatusCode::kIoError:
+      return "I/O error";
+    case StatusCode::kCancelled:
+      return "cancelled";
+    case StatusCode::kResourceExhausted:
+      return "resource exhausted";
+    case StatusCode::kInternal:
+      return "internal error";
   }
   return "unknown";
 }
@@ -31,14 +40,20 @@ Status Status::FromErrno(int err, std::string_view context) {
   msg += ")";
   switch (err) {
     case ENOENT:
-    case ENOTDIR: return NotFound(std::move(msg));
+    case ENOTDIR:
+      return NotFound(std::move(msg));
     case EACCES:
-    case EPERM: return PermissionDenied(std::move(msg));
+    case EPERM:
+      return PermissionDenied(std::move(msg));
     case EISDIR:
-    case EINVAL: return InvalidArgument(std::move(msg));
-    case ECANCELED: return Cancelled(std::move(msg));
-    case ENOMEM: return ResourceExhausted(std::move(msg));
-    default: return IoError(std::move(msg));
+    case EINVAL:
+      return InvalidArgument(std::move(msg));
+    case ECANCELED:
+      return Cancelled(std::move(msg));
+    case ENOMEM:
+      return ResourceExhausted(std::move(msg));
+    default:
+      return IoError(std::move(msg));
   }
 }
 

@@ -49,8 +49,9 @@ struct Verifier {
   }
   Status Verdict(const std::string& strategy, uint64_t ranges) const {
     if (wrong == 0 && checked == (ranges + 1023) / 1024) return Status::OK();
-    return Status::Internal("hot-cache " + strategy + ": " + std::to_string(wrong) +
-                            " wrong bytes in " + std::to_string(checked) + " checked ranges");
+    return Status::Internal("hot-cache " + strategy + ": " +
+                            std::to_string(wrong) + " wrong bytes in " +
+                            std::to_string(checked) + " checked ranges");
   }
 };
 
@@ -72,8 +73,8 @@ double BareMemcpy(const std::byte* data, const std::vector<ByteRange>& ranges,
 }
 
 // Every core runs its own pread loop over an equal share of the ranges.
-Result<double> BarePread(const std::string& path, const std::vector<ByteRange>& ranges,
-                         Verifier* v) {
+Result<double> BarePread(const std::string& path,
+                         const std::vector<ByteRange>& ranges, Verifier* v) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::FromErrno(errno, "opening '" + path + "'");
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
@@ -85,7 +86,8 @@ Result<double> BarePread(const std::string& path, const std::vector<ByteRange>& 
     pool.emplace_back([&, t] {
       std::vector<std::byte> dst(kRangeBytes);
       for (size_t i = t; i < ranges.size(); i += threads) {
-        if (::pread(fd, dst.data(), ranges[i].length, static_cast<off_t>(ranges[i].offset)) !=
+        if (::pread(fd, dst.data(), ranges[i].length,
+                    static_cast<off_t>(ranges[i].offset)) !=
             static_cast<ssize_t>(ranges[i].length)) {
           failed = true;
           return;
@@ -97,7 +99,8 @@ Result<double> BarePread(const std::string& path, const std::vector<ByteRange>& 
   for (std::thread& t : pool) t.join();
   const double ms = MsSince(t0);
   ::close(fd);
-  if (failed) return Status::IoError("bare pread of '" + path + "' failed or was short");
+  if (failed)
+    return Status::IoError("bare pread of '" + path + "' failed or was short");
   for (const Verifier& p : per_thread) {
     v->checked += p.checked;
     v->wrong += p.wrong;
@@ -113,12 +116,14 @@ Result<double> ThroughRangeio(std::shared_ptr<Source> source,
   RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(std::move(source), o));
   uint64_t n = 0;
   const auto t0 = Clock::now();
-  RANGEIO_ASSIGN_OR_RETURN(RangeStream stream, reader.ReadRanges(ranges, Delivery::kAsCompleted));
+  RANGEIO_ASSIGN_OR_RETURN(RangeStream stream,
+                           reader.ReadRanges(ranges, Delivery::kAsCompleted));
   for (;;) {
     RANGEIO_ASSIGN_OR_RETURN(std::optional<RangeResult> r, stream.Next());
     if (!r) break;
     if (r->bytes.size() != ranges[r->index].length) {
-      return Status::Internal("hot-cache: a range came back with the wrong size");
+      return Status::Internal(
+          "hot-cache: a range came back with the wrong size");
     }
     v->Check(r->index, ranges[r->index], r->bytes.data());
     ++n;
@@ -133,12 +138,15 @@ Result<double> ThroughRangeio(std::shared_ptr<Source> source,
 // size, then reads it once so that it sits in the page cache.
 Status PrepareFile(const std::string& path, const std::byte* data) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_size) != kDataBytes) {
+  if (::stat(path.c_str(), &st) != 0 ||
+      static_cast<uint64_t>(st.st_size) != kDataBytes) {
     const std::string tmp = path + ".tmp";
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int fd =
+        ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return Status::FromErrno(errno, "creating '" + tmp + "'");
     for (uint64_t off = 0; off < kDataBytes;) {
-      const ssize_t n = ::pwrite(fd, data + off, std::min<uint64_t>(kDataBytes - off, 8 << 20),
+      const ssize_t n = ::pwrite(fd, data + off,
+                                 std::min<uint64_t>(kDataBytes - off, 8 << 20),
                                  static_cast<off_t>(off));
       if (n <= 0) {
         const int err = errno;
@@ -156,7 +164,8 @@ Status PrepareFile(const std::string& path, const std::byte* data) {
   if (fd < 0) return Status::FromErrno(errno, "opening '" + path + "'");
   std::vector<std::byte> buf(8 << 20);
   for (uint64_t off = 0; off < kDataBytes;) {
-    const ssize_t n = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(off));
+    const ssize_t n =
+        ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(off));
     if (n <= 0) break;
     off += static_cast<uint64_t>(n);
   }
@@ -178,33 +187,41 @@ std::string Verdict(bool ok, const std::string& what) {
 Result<Report> RunHotCache(const BenchOptions& options) {
   std::vector<ByteRange> ranges;
   ranges.reserve(kRanges);
-  for (uint64_t i = 0; i < kRanges; ++i) ranges.push_back({i * kStride, kRangeBytes});
-  std::shuffle(ranges.begin(), ranges.end(), std::mt19937_64(7));  // random access
+  for (uint64_t i = 0; i < kRanges; ++i)
+    ranges.push_back({i * kStride, kRangeBytes});
+  std::shuffle(ranges.begin(), ranges.end(),
+               std::mt19937_64(7));  // random access
 
   // Page-aligned like a file mapping or a buffer pool's pages: with the
   // 16-byte offset of a plain shared allocation every 4 KiB range would
   // straddle two pages (two TLB misses per range for every strategy).
-  auto* data = static_cast<std::byte*>(std::aligned_alloc(kPageBytes, kDataBytes));
-  if (data == nullptr) return Status::ResourceExhausted("hot-cache: cannot allocate 400 MiB");
-  Slice buffer(std::shared_ptr<const void>(data, [](const void* p) { std::free(const_cast<void*>(p)); }),
-               data, kDataBytes);
+  auto* data =
+      static_cast<std::byte*>(std::aligned_alloc(kPageBytes, kDataBytes));
+  if (data == nullptr)
+    return Status::ResourceExhausted("hot-cache: cannot allocate 400 MiB");
+  Slice buffer(
+      std::shared_ptr<const void>(
+          data, [](const void* p) { std::free(const_cast<void*>(p)); }),
+      data, kDataBytes);
   FillSimulatedBytes(0, {data, kDataBytes});
   const std::string path = options.file.empty() ? DefaultFile() : options.file;
   RANGEIO_RETURN_NOT_OK(PrepareFile(path, data));
 
   Report rep;
   rep.scenario = "hot-cache";
-  rep.config = {{"ranges", kRanges},
-                {"range_bytes", kRangeBytes},
-                {"io_concurrency", kConcurrency},
-                {"data_bytes", kDataBytes},
-                {"file", path},
-                {"pread_threads", std::max(1u, std::thread::hardware_concurrency())},
-                {"rounds", options.rounds},
-                {"memcpy_buffers", 2 * kConcurrency},
-                {"consumer", "releases each range unread; checks the first byte of every 1024th"}};
-  const char* names[] = {"memcpy",           "memcpy-one-buffer", "pread",
-                         "memory-copy",      "memory-zero-copy",  "page-cache"};
+  rep.config = {
+      {"ranges", kRanges},
+      {"range_bytes", kRangeBytes},
+      {"io_concurrency", kConcurrency},
+      {"data_bytes", kDataBytes},
+      {"file", path},
+      {"pread_threads", std::max(1u, std::thread::hardware_concurrency())},
+      {"rounds", options.rounds},
+      {"memcpy_buffers", 2 * kConcurrency},
+      {"consumer",
+       "releases each range unread; checks the first byte of every 1024th"}};
+  const char* names[] = {"memcpy",      "memcpy-one-buffer", "pread",
+                         "memory-copy", "memory-zero-copy",  "page-cache"};
   for (const char* n : names) rep.rows.push_back({n, {}, kRanges, {}, {}, {}});
 
   Status failure;
@@ -214,11 +231,23 @@ Result<Report> RunHotCache(const BenchOptions& options) {
     Stats st;
     Result<double> ms = 0.0;
     switch (k) {
-      case 0: ms = BareMemcpy(data, ranges, 2 * kConcurrency, &v); break;
-      case 1: ms = BareMemcpy(data, ranges, 1, &v); break;
-      case 2: ms = BarePread(path, ranges, &v); break;
-      case 3: ms = ThroughRangeio(MakeMemorySource("memory", buffer, false), ranges, &v, &st); break;
-      case 4: ms = ThroughRangeio(MakeMemorySource("memory", buffer, true), ranges, &v, &st); break;
+      case 0:
+        ms = BareMemcpy(data, ranges, 2 * kConcurrency, &v);
+        break;
+      case 1:
+        ms = BareMemcpy(data, ranges, 1, &v);
+        break;
+      case 2:
+        ms = BarePread(path, ranges, &v);
+        break;
+      case 3:
+        ms = ThroughRangeio(MakeMemorySource("memory", buffer, false), ranges,
+                            &v, &st);
+        break;
+      case 4:
+        ms = ThroughRangeio(MakeMemorySource("memory", buffer, true), ranges,
+                            &v, &st);
+        break;
       case 5: {
         auto file = OpenLocalFile(path, {kConcurrency, true});
         if (!file.ok()) {
@@ -247,11 +276,15 @@ Result<Report> RunHotCache(const BenchOptions& options) {
   char buf[200];
   std::snprintf(buf, sizeof buf, "memory-copy / memcpy = %.2f (target >= 0.8)",
                 rate("memory-copy") / rate("memcpy"));
-  rep.lines.push_back(Verdict(rate("memory-copy") / rate("memcpy") >= 0.8, buf));
-  std::snprintf(buf, sizeof buf, "memory-zero-copy / memcpy = %.2f (target >= 3)",
+  rep.lines.push_back(
+      Verdict(rate("memory-copy") / rate("memcpy") >= 0.8, buf));
+  std::snprintf(buf, sizeof buf,
+                "memory-zero-copy / memcpy = %.2f (target >= 3)",
                 rate("memory-zero-copy") / rate("memcpy"));
-  rep.lines.push_back(Verdict(rate("memory-zero-copy") / rate("memcpy") >= 3, buf));
-  std::snprintf(buf, sizeof buf, "page-cache / pread on all cores = %.2f (target >= 0.8)",
+  rep.lines.push_back(
+      Verdict(rate("memory-zero-copy") / rate("memcpy") >= 3, buf));
+  std::snprintf(buf, sizeof buf,
+                "page-cache / pread on all cores = %.2f (target >= 0.8)",
                 rate("page-cache") / rate("pread"));
   rep.lines.push_back(Verdict(rate("page-cache") / rate("pread") >= 0.8, buf));
   return rep;

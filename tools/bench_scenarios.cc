@@ -22,8 +22,8 @@ const Row* Report::Find(const std::string& strategy) const {
 
 void Report::Print() const {
   std::printf("\n== %s  %s\n", scenario.c_str(), config.dump().c_str());
-  std::printf("%-18s %12s %14s %9s %10s %14s %14s\n", "strategy",
-              "elapsed_ms", "ranges_per_s", "vs", "min..max", "peak_inflight",
+  std::printf("%-18s %12s %14s %9s %10s %14s %14s\n", "strategy", "elapsed_ms",
+              "ranges_per_s", "vs", "min..max", "peak_inflight",
               "peak_retained");
   const Row* base = baseline.empty() ? nullptr : Find(baseline);
   for (const Row& r : rows) {
@@ -31,18 +31,21 @@ void Report::Print() const {
         std::minmax_element(r.elapsed_ms_runs.begin(), r.elapsed_ms_runs.end());
     char vs[32] = "";
     if (base) {
-      std::snprintf(vs, sizeof vs, "%.2fx", r.ranges_per_s() / base->ranges_per_s());
+      std::snprintf(vs, sizeof vs, "%.2fx",
+                    r.ranges_per_s() / base->ranges_per_s());
     }
     char range[48];
     std::snprintf(range, sizeof range, "%.1f..%.1f", *lo, *hi);
-    std::printf("%-18s %12.2f %14.0f %9s %10s %14s %14s\n", r.strategy.c_str(),
-                r.elapsed_ms(), r.ranges_per_s(), vs, range,
-                r.peak_inflight ? std::to_string(*r.peak_inflight).c_str() : "-",
-                r.peak_retained ? std::to_string(*r.peak_retained).c_str() : "-");
+    std::printf(
+        "%-18s %12.2f %14.0f %9s %10s %14s %14s\n", r.strategy.c_str(),
+        r.elapsed_ms(), r.ranges_per_s(), vs, range,
+        r.peak_inflight ? std::to_string(*r.peak_inflight).c_str() : "-",
+        r.peak_retained ? std::to_string(*r.peak_retained).c_str() : "-");
   }
   if (lower_bound_ms) {
-    std::printf("%-18s %12.2f %14.0f\n", "lower-bound", *lower_bound_ms,
-                rows.empty() ? 0.0 : rows[0].ranges / (*lower_bound_ms / 1000.0));
+    std::printf(
+        "%-18s %12.2f %14.0f\n", "lower-bound", *lower_bound_ms,
+        rows.empty() ? 0.0 : rows[0].ranges / (*lower_bound_ms / 1000.0));
   }
   for (const std::string& l : lines) std::printf("%s\n", l.c_str());
   std::fflush(stdout);
@@ -60,8 +63,10 @@ nlohmann::json Report::ToJson() const {
                           {"elapsed_ms_runs", r.elapsed_ms_runs},
                           {"ranges", r.ranges},
                           {"ranges_per_s", r.ranges_per_s()}};
-    row["peak_inflight"] = r.peak_inflight ? nlohmann::json(*r.peak_inflight) : nlohmann::json();
-    row["peak_retained"] = r.peak_retained ? nlohmann::json(*r.peak_retained) : nlohmann::json();
+    row["peak_inflight"] =
+        r.peak_inflight ? nlohmann::json(*r.peak_inflight) : nlohmann::json();
+    row["peak_retained"] =
+        r.peak_retained ? nlohmann::json(*r.peak_retained) : nlohmann::json();
     if (lower_bound_ms) row["lower_bound_ms"] = *lower_bound_ms;
     if (base) row["vs_" + baseline] = r.ranges_per_s() / base->ranges_per_s();
     j["rows"].push_back(row);

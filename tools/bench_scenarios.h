@@ -7,11 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "rangeio/status.h"
 
@@ -35,7 +34,7 @@ struct Report {
   nlohmann::json config;
   std::vector<Row> rows;
   std::optional<double> lower_bound_ms;  // straggler only
-  std::string baseline;  // strategy that the "vs" column divides by
+  std::string baseline;            // strategy that the "vs" column divides by
   std::vector<std::string> lines;  // verdict lines printed under the table
 
   const Row* Find(const std::string& strategy) const;

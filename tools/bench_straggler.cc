@@ -75,15 +75,21 @@ std::string Verdict(bool ok, const std::string& what) {
 Result<Report> RunStraggler(const BenchOptions& options) {
   std::vector<ByteRange> ranges;
   ranges.reserve(kRanges);
-  for (uint64_t i = 0; i < kRanges; ++i) ranges.push_back({i * kStride, kRangeBytes});
+  for (uint64_t i = 0; i < kRanges; ++i)
+    ranges.push_back({i * kStride, kRangeBytes});
 
   Report rep;
   rep.scenario = "straggler";
-  rep.config = {{"ranges", kRanges},         {"range_bytes", kRangeBytes},
-                {"io_concurrency", kConcurrency}, {"response_budget_count", 2 * kConcurrency},
-                {"fast_ms", 1},              {"slow_ms", 10},
-                {"slow_every", kEvery},      {"rounds", options.rounds}};
-  for (const Strategy& s : kStrategies) rep.rows.push_back({s.name, {}, kRanges, {}, {}, {}});
+  rep.config = {{"ranges", kRanges},
+                {"range_bytes", kRangeBytes},
+                {"io_concurrency", kConcurrency},
+                {"response_budget_count", 2 * kConcurrency},
+                {"fast_ms", 1},
+                {"slow_ms", 10},
+                {"slow_every", kEvery},
+                {"rounds", options.rounds}};
+  for (const Strategy& s : kStrategies)
+    rep.rows.push_back({s.name, {}, kRanges, {}, {}, {}});
   Status failure;
   Rounds(options.rounds, std::size(kStrategies), [&](size_t k) {
     if (!failure.ok()) return;
@@ -106,12 +112,17 @@ Result<Report> RunStraggler(const BenchOptions& options) {
   const double ord = rep.Find("ordered")->elapsed_ms();
   const double chk = rep.Find("chunked")->elapsed_ms();
   char buf[200];
-  std::snprintf(buf, sizeof buf, "as-completed / lower bound = %.3f (target <= 1.25)",
+  std::snprintf(buf, sizeof buf,
+                "as-completed / lower bound = %.3f (target <= 1.25)",
                 asc / *rep.lower_bound_ms);
   rep.lines.push_back(Verdict(asc / *rep.lower_bound_ms <= 1.25, buf));
-  std::snprintf(buf, sizeof buf, "ordered / reference 202 ms = %.3f (target 0.90..1.10)", ord / 202);
+  std::snprintf(buf, sizeof buf,
+                "ordered / reference 202 ms = %.3f (target 0.90..1.10)",
+                ord / 202);
   rep.lines.push_back(Verdict(std::abs(ord / 202 - 1) <= 0.10, buf));
-  std::snprintf(buf, sizeof buf, "chunked / reference 400 ms = %.3f (target 0.90..1.10)", chk / 400);
+  std::snprintf(buf, sizeof buf,
+                "chunked / reference 400 ms = %.3f (target 0.90..1.10)",
+                chk / 400);
   rep.lines.push_back(Verdict(std::abs(chk / 400 - 1) <= 0.10, buf));
   bool inflight_ok = true;
   bool retained_ok = true;
@@ -119,8 +130,10 @@ Result<Report> RunStraggler(const BenchOptions& options) {
     inflight_ok = inflight_ok && r.peak_inflight == kConcurrency;
     retained_ok = retained_ok && r.peak_retained <= 2 * kConcurrency;
   }
-  rep.lines.push_back(Verdict(inflight_ok, "peak in-flight == 64 in every strategy"));
-  rep.lines.push_back(Verdict(retained_ok, "peak retained <= 128 in every strategy"));
+  rep.lines.push_back(
+      Verdict(inflight_ok, "peak in-flight == 64 in every strategy"));
+  rep.lines.push_back(
+      Verdict(retained_ok, "peak retained <= 128 in every strategy"));
   return rep;
 }
 

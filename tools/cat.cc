@@ -17,16 +17,18 @@ Status Cat(const std::string& path, const std::vector<std::string>& range_args,
     ranges.push_back(r);
   }
   RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::OpenFile(path, options));
-  RANGEIO_ASSIGN_OR_RETURN(RangeStream stream, reader.ReadRanges(ranges, Delivery::kOrdered));
+  RANGEIO_ASSIGN_OR_RETURN(RangeStream stream,
+                           reader.ReadRanges(ranges, Delivery::kOrdered));
   for (;;) {
     RANGEIO_ASSIGN_OR_RETURN(std::optional<RangeResult> r, stream.Next());
     if (!r) break;
-    if (!r->bytes.empty() &&
-        std::fwrite(r->bytes.data(), 1, r->bytes.size(), stdout) != r->bytes.size()) {
+    if (!r->bytes.empty() && std::fwrite(r->bytes.data(), 1, r->bytes.size(),
+                                         stdout) != r->bytes.size()) {
       return Status::FromErrno(errno, "writing to stdout");
     }
   }
-  if (std::fflush(stdout) != 0) return Status::FromErrno(errno, "writing to stdout");
+  if (std::fflush(stdout) != 0)
+    return Status::FromErrno(errno, "writing to stdout");
   return Status::OK();
 }
 

@@ -1,10 +1,9 @@
 // rangeio — command-line tool: `cat` ranges of a file, run the benchmarks.
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "bench_scenarios.h"
 #include "cat.h"
@@ -17,26 +16,32 @@ int Fail(const std::string& what, const rangeio::Status& st) {
   return 1;
 }
 
-rangeio::Result<rangeio::Options> ParseOptions(const std::vector<std::string>& kvs) {
+rangeio::Result<rangeio::Options> ParseOptions(
+    const std::vector<std::string>& kvs) {
   std::string joined;
   for (const std::string& kv : kvs) joined += kv + ",";
   return rangeio::Options::Parse(joined);
 }
 
-int RunBench(const std::vector<std::string>& scenarios, const rangeio::bench::BenchOptions& bo,
+int RunBench(const std::vector<std::string>& scenarios,
+             const rangeio::bench::BenchOptions& bo,
              const std::string& json_path) {
   nlohmann::json all = nlohmann::json::array();
   for (const std::string& s : scenarios) {
-    auto rep = s == "straggler" ? rangeio::bench::RunStraggler(bo) : rangeio::bench::RunHotCache(bo);
+    auto rep = s == "straggler" ? rangeio::bench::RunStraggler(bo)
+                                : rangeio::bench::RunHotCache(bo);
     if (!rep.ok()) return Fail("bench " + s, rep.status());
     rep->Print();
     all.push_back(rep->ToJson());
   }
   if (!json_path.empty()) {
     std::ofstream out(json_path);
-    out << (all.size() == 1 ? all[0] : nlohmann::json{{"scenarios", all}}).dump(2) << "\n";
+    out << (all.size() == 1 ? all[0] : nlohmann::json{{"scenarios", all}})
+               .dump(2)
+        << "\n";
     if (!out) {
-      return Fail("bench", rangeio::Status::IoError("cannot write --json file '" + json_path + "'"));
+      return Fail("bench", rangeio::Status::IoError(
+                               "cannot write --json file '" + json_path + "'"));
     }
   }
   return 0;
@@ -45,31 +50,46 @@ int RunBench(const std::vector<std::string>& scenarios, const rangeio::bench::Be
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"rangeio: many byte ranges from files and object stores, fast and bounded"};
+  CLI::App app{
+      "rangeio: many byte ranges from files and object stores, fast and "
+      "bounded"};
   app.require_subcommand(1);
 
   std::string path;
   std::vector<std::string> ranges;
   std::vector<std::string> opts;
-  CLI::App* cat = app.add_subcommand("cat", "Write byte ranges of a file to stdout, in the order given");
+  CLI::App* cat = app.add_subcommand(
+      "cat", "Write byte ranges of a file to stdout, in the order given");
   cat->add_option("path", path, "File to read")->required();
-  cat->add_option("--range,-r", ranges, "OFFSET:LENGTH in bytes (repeatable)")->required();
-  cat->add_option("--option,-o", opts, "Reader option key=value, e.g. read-thread-num=16 (repeatable)");
+  cat->add_option("--range,-r", ranges, "OFFSET:LENGTH in bytes (repeatable)")
+      ->required();
+  cat->add_option(
+      "--option,-o", opts,
+      "Reader option key=value, e.g. read-thread-num=16 (repeatable)");
 
   rangeio::bench::BenchOptions bo;
   std::string json_path;
-  CLI::App* bench = app.add_subcommand(
-      "bench", "Run benchmark scenarios (all when none is named) and print their tables");
-  bench->add_option("--json", json_path, "Also write the figures as JSON to this file");
-  bench->add_option("--rounds", bo.rounds, "Rounds per strategy; the median is reported")
+  CLI::App* bench = app.add_subcommand("bench",
+                                       "Run benchmark scenarios (all when none "
+                                       "is named) and print their tables");
+  bench->add_option("--json", json_path,
+                    "Also write the figures as JSON to this file");
+  bench
+      ->add_option("--rounds", bo.rounds,
+                   "Rounds per strategy; the median is reported")
       ->check(CLI::Range(1, 1000));
   bench->add_option("--file", bo.file,
-                    "hot-cache: test file (created if missing; default $TMPDIR/rangeio-hot-cache.bin)");
-  CLI::App* straggler = bench->add_subcommand("straggler", "The chunk barrier: chunked vs rolling");
-  CLI::App* hot = bench->add_subcommand("hot-cache", "Scheduling overhead vs bare memcpy and pread");
+                    "hot-cache: test file (created if missing; default "
+                    "$TMPDIR/rangeio-hot-cache.bin)");
+  CLI::App* straggler = bench->add_subcommand(
+      "straggler", "The chunk barrier: chunked vs rolling");
+  CLI::App* hot = bench->add_subcommand(
+      "hot-cache", "Scheduling overhead vs bare memcpy and pread");
   for (CLI::App* sub : {straggler, hot}) {
-    sub->add_option("--json", json_path, "Also write the figures as JSON to this file");
-    sub->add_option("--rounds", bo.rounds, "Rounds per strategy; the median is reported")
+    sub->add_option("--json", json_path,
+                    "Also write the figures as JSON to this file");
+    sub->add_option("--rounds", bo.rounds,
+                    "Rounds per strategy; the median is reported")
         ->check(CLI::Range(1, 1000));
   }
   hot->add_option("--file", bo.file, "Test file (created if missing)");

@@ -64,7 +64,7 @@ struct Options {
   // response_budget_count with 0 resolved to 2 x io_concurrency.
   uint32_t EffectiveResponseBudgetCount() const {
     return response_budget_count != 0 ? response_budget_count
-                                       : 2 * io_concurrency;
+                                      : 2 * io_concurrency;
   }
 
   // InvalidArgument naming the field (by its key) and valid range.

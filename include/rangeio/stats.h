@@ -47,8 +47,8 @@ class LatencyHistogram {
 struct Stats {
   // Backend reads that completed (successfully or not) and how.
   uint64_t physical_reads = 0;
-  uint64_t physical_bytes = 0;   // bytes the backends returned
-  uint64_t read_errors = 0;      // backend reads that failed
+  uint64_t physical_bytes = 0;  // bytes the backends returned
+  uint64_t read_errors = 0;     // backend reads that failed
   // Requested ranges handed to callers and their bytes.
   uint64_t ranges_delivered = 0;
   uint64_t logical_bytes = 0;

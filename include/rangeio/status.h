@@ -89,7 +89,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     if (std::get<Status>(v_).ok()) {
       v_ = Status::Internal("Result constructed from an OK Status");
@@ -121,10 +121,10 @@ class [[nodiscard]] Result {
 #define RANGEIO_CONCAT(a, b) RANGEIO_CONCAT_INNER(a, b)
 
 // Returns from the enclosing function if `expr` (a Status) is not OK.
-#define RANGEIO_RETURN_NOT_OK(expr)                 \
-  do {                                              \
-    ::rangeio::Status _rangeio_st = (expr);         \
-    if (!_rangeio_st.ok()) return _rangeio_st;      \
+#define RANGEIO_RETURN_NOT_OK(expr)            \
+  do {                                         \
+    ::rangeio::Status _rangeio_st = (expr);    \
+    if (!_rangeio_st.ok()) return _rangeio_st; \
   } while (false)
 
 #define RANGEIO_ASSIGN_OR_RETURN_IMPL(tmp, lhs, rexpr) \
@@ -133,5 +133,6 @@ class [[nodiscard]] Result {
   lhs = std::move(tmp).value()
 
 // `RANGEIO_ASSIGN_OR_RETURN(auto x, MakeX());` declares x or returns the error.
-#define RANGEIO_ASSIGN_OR_RETURN(lhs, rexpr) \
-  RANGEIO_ASSIGN_OR_RETURN_IMPL(RANGEIO_CONCAT(_rangeio_r, __LINE__), lhs, rexpr)
+#define RANGEIO_ASSIGN_OR_RETURN(lhs, rexpr)                               \
+  RANGEIO_ASSIGN_OR_RETURN_IMPL(RANGEIO_CONCAT(_rangeio_r, __LINE__), lhs, \
+                                rexpr)

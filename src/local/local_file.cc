@@ -22,9 +22,9 @@ struct ReadTask {
   ByteRange range;
   ReadSink* sink;
   uint64_t tag;
-  Slice buffer;          // the destination, allocated once
-  std::byte* dst;        // writable view of buffer
-  uint64_t done;         // bytes already read (an inline attempt may start it)
+  Slice buffer;    // the destination, allocated once
+  std::byte* dst;  // writable view of buffer
+  uint64_t done;   // bytes already read (an inline attempt may start it)
 };
 
 // Workers are started on demand up to `max_threads`. A worker that runs out
@@ -74,8 +74,8 @@ class PreadPool : public std::enable_shared_from_this<PreadPool> {
   // cached, or the read failed for good); false when the rest must block.
   bool TryNoWait(ReadTask& t) {
     iovec iov{t.dst, t.range.length};
-    const ssize_t n = ::preadv2(fd_, &iov, 1,
-                                static_cast<off_t>(t.range.offset), RWF_NOWAIT);
+    const ssize_t n =
+        ::preadv2(fd_, &iov, 1, static_cast<off_t>(t.range.offset), RWF_NOWAIT);
     if (n < 0) {
       // EAGAIN: not cached; EOPNOTSUPP/ENOSYS/EINTR: let pread decide.
       if (errno == EAGAIN || errno == EOPNOTSUPP || errno == ENOSYS ||
@@ -197,9 +197,9 @@ Result<std::shared_ptr<Source>> OpenLocalFile(const std::string& path,
                                               const LocalFileOptions& options) {
   if (path.empty()) return Status::InvalidArgument("file path is empty");
   if (options.threads < 1 || options.threads > 4096) {
-    return Status::InvalidArgument("LocalFileOptions.threads=" +
-                                   std::to_string(options.threads) +
-                                   " for '" + path + "' is invalid: valid 1..4096");
+    return Status::InvalidArgument(
+        "LocalFileOptions.threads=" + std::to_string(options.threads) +
+        " for '" + path + "' is invalid: valid 1..4096");
   }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::FromErrno(errno, "opening '" + path + "'");

@@ -46,18 +46,22 @@ void FillSimulatedBytes(uint64_t offset, std::span<std::byte> out) {
 
 Status LatencyModel::Validate() const {
   if (base.count() < 0 || slow.count() < 0) {
-    return Status::InvalidArgument("latency model: base and slow latencies must be >= 0");
+    return Status::InvalidArgument(
+        "latency model: base and slow latencies must be >= 0");
   }
   if (kind == Kind::kEveryKth && every == 0) {
-    return Status::InvalidArgument("latency model every-kth: every=0 is invalid, valid >= 1");
+    return Status::InvalidArgument(
+        "latency model every-kth: every=0 is invalid, valid >= 1");
   }
   if (kind == Kind::kProbability && !(p >= 0.0 && p <= 1.0)) {
-    return Status::InvalidArgument("latency model probability: p=" + std::to_string(p) +
-                                   " is invalid, valid 0..1");
+    return Status::InvalidArgument(
+        "latency model probability: p=" + std::to_string(p) +
+        " is invalid, valid 0..1");
   }
   if (kind == Kind::kLognormal && !(sigma >= 0.0 && sigma <= 10.0)) {
-    return Status::InvalidArgument("latency model lognormal: sigma=" +
-                                   std::to_string(sigma) + " is invalid, valid 0..10");
+    return Status::InvalidArgument(
+        "latency model lognormal: sigma=" + std::to_string(sigma) +
+        " is invalid, valid 0..10");
   }
   return Status::OK();
 }
@@ -116,7 +120,9 @@ struct Pending {
 // a shared_ptr to it, so the last reference may drop on the thread itself.
 class Timer : public std::enable_shared_from_this<Timer> {
  public:
-  void Start() { thread_ = std::thread([self = shared_from_this()] { self->Run(); }); }
+  void Start() {
+    thread_ = std::thread([self = shared_from_this()] { self->Run(); });
+  }
 
   void Add(Pending p) {
     bool wake = false;
@@ -195,7 +201,10 @@ class Timer : public std::enable_shared_from_this<Timer> {
 class SimulatedSource final : public Source {
  public:
   SimulatedSource(std::string name, uint64_t size, LatencyModel model)
-      : name_(std::move(name)), size_(size), model_(model), rng_(model.seed),
+      : name_(std::move(name)),
+        size_(size),
+        model_(model),
+        rng_(model.seed),
         timer_(std::make_shared<Timer>()) {
     timer_->Start();
   }
@@ -231,15 +240,16 @@ class SimulatedSource final : public Source {
         break;
       case LatencyModel::Kind::kLognormal: {
         const double z = std::normal_distribution<double>(0, 1)(rng_);
-        lat = std::chrono::nanoseconds(static_cast<int64_t>(
-            static_cast<double>(model_.base.count()) * std::exp(model_.sigma * z)));
+        lat = std::chrono::nanoseconds(
+            static_cast<int64_t>(static_cast<double>(model_.base.count()) *
+                                 std::exp(model_.sigma * z)));
         break;
       }
     }
     if (model_.bytes_per_second != 0) {
-      lat += std::chrono::nanoseconds(static_cast<int64_t>(
-          static_cast<double>(bytes) * 1e9 /
-          static_cast<double>(model_.bytes_per_second)));
+      lat += std::chrono::nanoseconds(
+          static_cast<int64_t>(static_cast<double>(bytes) * 1e9 /
+                               static_cast<double>(model_.bytes_per_second)));
     }
     return lat;
   }

@@ -1,0 +1,192 @@
+#include "support/test_util.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <utility>
+
+#include <gtest/gtest.h>
+
+#include "support/gated_source.h"
+
+namespace rangeio::testing {
+
+bool WaitUntil(const std::function<bool()>& pred,
+               std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
+
+void GiveThreadsAChance(std::chrono::milliseconds ms) {
+  std::this_thread::sleep_for(ms);
+}
+
+std::vector<ByteRange> SpreadRanges(size_t n, uint64_t length, uint64_t stride,
+                                    uint64_t first_offset) {
+  std::vector<ByteRange> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back(ByteRange{first_offset + i * stride, length});
+  }
+  return out;
+}
+
+Options LimitOptions(uint32_t c, uint32_t budget_count, uint64_t budget_bytes) {
+  Options o;
+  o.io_concurrency = c;
+  o.response_budget_count = budget_count;
+  o.response_budget_bytes = budget_bytes;
+  return o;
+}
+
+Slice PatternBuffer(size_t size) {
+  auto buf = std::make_shared<std::vector<std::byte>>(size);
+  for (size_t i = 0; i < size; ++i) (*buf)[i] = PatternByteAt(i);
+  const std::byte* data = buf->data();
+  return Slice(std::shared_ptr<const void>(buf), data, size);
+}
+
+std::vector<std::byte> Bytes(const Slice& slice) {
+  return {slice.span().begin(), slice.span().end()};
+}
+
+DrainResult Drain(RangeStream& stream, std::span<const ByteRange> ranges,
+                  ByteAtFn byte_at, bool keep_slices) {
+  if (byte_at == nullptr) byte_at = PatternByteAt;
+  DrainResult out;
+  while (true) {
+    auto next = stream.Next();
+    if (!next.ok()) {
+      out.status = next.status();
+      return out;
+    }
+    if (!next->has_value()) return out;
+    RangeResult& r = **next;
+    if (!ranges.empty()) {
+      bool good = r.index < ranges.size() &&
+                  r.bytes.size() == ranges[r.index].length;
+      for (size_t i = 0; good && i < r.bytes.size(); ++i) {
+        good = r.bytes.data()[i] == byte_at(ranges[r.index].offset + i);
+      }
+      if (!good) ++out.bad_bytes;
+    }
+    out.indexes.push_back(r.index);
+    out.sizes.push_back(r.bytes.size());
+    if (keep_slices) out.slices.push_back(std::move(r.bytes));
+  }
+}
+
+ScopedThread::~ScopedThread() {
+  if (!thread_.joinable()) return;
+  GatedSource::PassAllLiveGates();
+  thread_.join();
+}
+
+StreamConsumer::StreamConsumer(RangeStream stream, std::vector<ByteRange> ranges,
+                               bool hold_slices)
+    : stream_(std::move(stream)), ranges_(std::move(ranges)),
+      hold_(hold_slices) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+StreamConsumer::~StreamConsumer() {
+  if (!done()) {
+    // The test is ending with the stream unfinished: it failed an ASSERT
+    // early, or forgot to drain. Let everything go so the failure is
+    // reported rather than turned into a hang.
+    if (!::testing::Test::HasFailure()) {
+      ADD_FAILURE() << "StreamConsumer destroyed before its stream finished";
+    }
+    ReleaseSlices(/*stop_holding=*/true);
+    GatedSource::PassAllLiveGates();
+  }
+  if (!WaitForDone()) {
+    std::fprintf(stderr,
+                 "StreamConsumer: stream did not finish within the hang guard "
+                 "(%zu results so far)\n",
+                 count());
+    std::abort();
+  }
+  thread_.join();
+}
+
+void StreamConsumer::Run() {
+  while (true) {
+    auto next = stream_.Next();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!next.ok()) {
+      final_status_ = next.status();
+      done_ = true;
+      break;
+    }
+    if (!next->has_value()) {
+      done_ = true;
+      break;
+    }
+    RangeResult& r = **next;
+    if (!ranges_.empty()) {
+      if (r.index >= ranges_.size() ||
+          !MatchesPattern(ranges_[r.index], r.bytes.span())) {
+        ++bad_bytes_;
+      }
+    }
+    indexes_.push_back(r.index);
+    if (hold_) held_.push_back(std::move(r.bytes));
+    cv_.notify_all();
+    // r.bytes (if not held) is released at the end of this iteration.
+  }
+  cv_.notify_all();
+}
+
+bool StreamConsumer::WaitForCount(size_t n, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout,
+                      [&] { return indexes_.size() >= n || done_; }) &&
+         indexes_.size() >= n;
+}
+
+bool StreamConsumer::WaitForDone(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return done_; });
+}
+
+size_t StreamConsumer::count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return indexes_.size();
+}
+bool StreamConsumer::done() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+std::vector<size_t> StreamConsumer::indexes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return indexes_;
+}
+size_t StreamConsumer::bad_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bad_bytes_;
+}
+size_t StreamConsumer::held_slices() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return held_.size();
+}
+Status StreamConsumer::final_status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return final_status_;
+}
+void StreamConsumer::ReleaseSlices(bool stop_holding) {
+  std::vector<Slice> drop;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    drop.swap(held_);
+    if (stop_holding) hold_ = false;
+  }
+  // `drop` is destroyed here, outside the lock: releasing budget may admit
+  // reads that complete inline.
+}
+
+}  // namespace rangeio::testing
