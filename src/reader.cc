@@ -103,6 +103,7 @@ class StreamState final : public PermitClient,
 
   void OnReadDone(uint64_t tag, Result<Slice> bytes) override {
     std::shared_ptr<StreamState> keepalive;  // destroyed last: may free this
+    std::shared_ptr<StreamState> keepalive_done;
     const uint64_t now = NowNanos();
     Slot& s = slots_[tag];
     const uint64_t index = s.index;  // stable while the read is in flight
@@ -146,7 +147,13 @@ class StreamState final : public PermitClient,
       }
       reads_.Add(latency, got, status.ok());
       if (reads_.full()) FlushStatsLocked();
-      ReleaseSelfIfDoneLocked(&keepalive);
+      if (in_flight_ == 0) {
+        // Once in_flight_ is 0 the consumer (or a dropping RangeStream) may
+        // release the stream, yet this call still uses it after unlocking:
+        // hold it until the call returns.
+        keepalive = keepalive_;
+        ReleaseSelfIfDoneLocked(&keepalive_done);
+      }
     }
     // The permit goes back last: it may admit this stream's next read.
     limiter_->ReadDone(latency, got, status.ok());
