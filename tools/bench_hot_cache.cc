@@ -47,7 +47,7 @@ struct Verifier {
     ++checked;
     if (p[0] != SimulatedByteAt(r.offset)) ++wrong;
   }
-  Status Verdict(const std::string& strategy, uint64_t ranges) const {
+  Status Summary(const std::string& strategy, uint64_t ranges) const {
     if (wrong == 0 && checked == (ranges + 1023) / 1024) return Status::OK();
     return Status::Internal("hot-cache " + strategy + ": " +
                             std::to_string(wrong) + " wrong bytes in " +
@@ -178,10 +178,6 @@ std::string DefaultFile() {
   return std::string(dir && *dir ? dir : "/tmp") + "/rangeio-hot-cache.bin";
 }
 
-std::string Verdict(bool ok, const std::string& what) {
-  return std::string(ok ? "  PASS  " : "  MISS  ") + what;
-}
-
 }  // namespace
 
 Result<Report> RunHotCache(const BenchOptions& options) {
@@ -262,7 +258,7 @@ Result<Report> RunHotCache(const BenchOptions& options) {
       failure = ms.status();
       return;
     }
-    failure = v.Verdict(names[k], kRanges);
+    failure = v.Summary(names[k], kRanges);
     rep.rows[k].elapsed_ms_runs.push_back(*ms);
     if (k >= 3) {
       rep.rows[k].peak_inflight = st.peak_in_flight;
@@ -276,17 +272,15 @@ Result<Report> RunHotCache(const BenchOptions& options) {
   char buf[200];
   std::snprintf(buf, sizeof buf, "memory-copy / memcpy = %.2f (target >= 0.8)",
                 rate("memory-copy") / rate("memcpy"));
-  rep.lines.push_back(
-      Verdict(rate("memory-copy") / rate("memcpy") >= 0.8, buf));
+  rep.AddVerdict(rate("memory-copy") / rate("memcpy") >= 0.8, buf);
   std::snprintf(buf, sizeof buf,
                 "memory-zero-copy / memcpy = %.2f (target >= 3)",
                 rate("memory-zero-copy") / rate("memcpy"));
-  rep.lines.push_back(
-      Verdict(rate("memory-zero-copy") / rate("memcpy") >= 3, buf));
+  rep.AddVerdict(rate("memory-zero-copy") / rate("memcpy") >= 3, buf);
   std::snprintf(buf, sizeof buf,
                 "page-cache / pread on all cores = %.2f (target >= 0.8)",
                 rate("page-cache") / rate("pread"));
-  rep.lines.push_back(Verdict(rate("page-cache") / rate("pread") >= 0.8, buf));
+  rep.AddVerdict(rate("page-cache") / rate("pread") >= 0.8, buf);
   return rep;
 }
 

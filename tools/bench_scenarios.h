@@ -38,6 +38,10 @@ struct Report {
   std::vector<std::string> lines;  // verdict lines printed under the table
 
   const Row* Find(const std::string& strategy) const;
+  // Adds "PASS what" or "MISS what" under the table.
+  void AddVerdict(bool ok, const std::string& what) {
+    lines.push_back(std::string(ok ? "  PASS  " : "  MISS  ") + what);
+  }
   void Print() const;
   nlohmann::json ToJson() const;
 };

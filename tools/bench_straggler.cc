@@ -66,10 +66,6 @@ Status RunOnce(const Strategy& s, const std::vector<ByteRange>& ranges,
   return Status::OK();
 }
 
-std::string Verdict(bool ok, const std::string& what) {
-  return std::string(ok ? "  PASS  " : "  MISS  ") + what;
-}
-
 }  // namespace
 
 Result<Report> RunStraggler(const BenchOptions& options) {
@@ -115,25 +111,23 @@ Result<Report> RunStraggler(const BenchOptions& options) {
   std::snprintf(buf, sizeof buf,
                 "as-completed / lower bound = %.3f (target <= 1.25)",
                 asc / *rep.lower_bound_ms);
-  rep.lines.push_back(Verdict(asc / *rep.lower_bound_ms <= 1.25, buf));
+  rep.AddVerdict(asc / *rep.lower_bound_ms <= 1.25, buf);
   std::snprintf(buf, sizeof buf,
                 "ordered / reference 202 ms = %.3f (target 0.90..1.10)",
                 ord / 202);
-  rep.lines.push_back(Verdict(std::abs(ord / 202 - 1) <= 0.10, buf));
+  rep.AddVerdict(std::abs(ord / 202 - 1) <= 0.10, buf);
   std::snprintf(buf, sizeof buf,
                 "chunked / reference 400 ms = %.3f (target 0.90..1.10)",
                 chk / 400);
-  rep.lines.push_back(Verdict(std::abs(chk / 400 - 1) <= 0.10, buf));
+  rep.AddVerdict(std::abs(chk / 400 - 1) <= 0.10, buf);
   bool inflight_ok = true;
   bool retained_ok = true;
   for (const Row& r : rep.rows) {
     inflight_ok = inflight_ok && r.peak_inflight == kConcurrency;
     retained_ok = retained_ok && r.peak_retained <= 2 * kConcurrency;
   }
-  rep.lines.push_back(
-      Verdict(inflight_ok, "peak in-flight == 64 in every strategy"));
-  rep.lines.push_back(
-      Verdict(retained_ok, "peak retained <= 128 in every strategy"));
+  rep.AddVerdict(inflight_ok, "peak in-flight == 64 in every strategy");
+  rep.AddVerdict(retained_ok, "peak retained <= 128 in every strategy");
   return rep;
 }
 
