@@ -1,11 +1,11 @@
 // ByteRange: overflow-safe construction, parsing, bounds checks, naming.
 #include "rangeio/byte_range.h"
 
-#include <cstdint>
-#include <string>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
 
 namespace rangeio {
 namespace {
@@ -70,9 +70,9 @@ TEST(ByteRangeTest, ParseAcceptsOffsetColonLength) {
 
 TEST(ByteRangeTest, ParseRejectsGarbage) {
   for (const char* text :
-       {"", ":", "10", "10:", ":10", "a:b", "10:x", "x:10", "10:20:30",
-        "-1:5", "5:-1", "10:20x", "0x10:4", "1.5:2", "10;20",
-        "99999999999999999999:1", "1:99999999999999999999"}) {
+       {"", ":", "10", "10:", ":10", "a:b", "10:x", "x:10", "10:20:30", "-1:5",
+        "5:-1", "10:20x", "0x10:4", "1.5:2", "10;20", "99999999999999999999:1",
+        "1:99999999999999999999"}) {
     auto r = ByteRange::Parse(text);
     EXPECT_FALSE(r.ok()) << "accepted '" << text << "'";
     if (!r.ok()) {

@@ -2,6 +2,8 @@
 // Reader::OpenFile: real temp files read back byte for byte, and every
 // failure to open named with its path.
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,9 +13,6 @@
 #include <string>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "rangeio/rangeio.h"
 #include "support/collecting_sink.h"
 #include "support/gated_source.h"
@@ -22,8 +21,8 @@
 namespace rangeio {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::CollectingSink;
+using ::testing::HasSubstr;
 using testing::LimitOptions;
 using testing::MatchesPattern;
 
@@ -82,17 +81,19 @@ TEST_P(LocalFileTest, DirectReadsReturnExactBytes) {
   EXPECT_EQ(*size, kSize);
 
   const std::vector<ByteRange> ranges = {
-      {0, 1}, {kSize - 1, 1}, {0, kSize}, {kSize, 0}, {4095, 2},
-      {123456, 65536}, {kSize - 4096, 4096}};
+      {0, 1},    {kSize - 1, 1},  {0, kSize},          {kSize, 0},
+      {4095, 2}, {123456, 65536}, {kSize - 4096, 4096}};
   CollectingSink sink;
-  for (size_t i = 0; i < ranges.size(); ++i) (*source)->Read(ranges[i], &sink, i);
+  for (size_t i = 0; i < ranges.size(); ++i)
+    (*source)->Read(ranges[i], &sink, i);
   ASSERT_TRUE(sink.WaitFor(ranges.size()));
   EXPECT_EQ(sink.duplicates(), 0u);
   for (size_t i = 0; i < ranges.size(); ++i) {
     auto d = sink.Get(i);
-    ASSERT_TRUE(d.bytes.ok()) << ranges[i].ToString() << ": "
-                              << d.bytes.status().ToString();
-    EXPECT_TRUE(MatchesPattern(ranges[i], d.bytes->span())) << ranges[i].ToString();
+    ASSERT_TRUE(d.bytes.ok())
+        << ranges[i].ToString() << ": " << d.bytes.status().ToString();
+    EXPECT_TRUE(MatchesPattern(ranges[i], d.bytes->span()))
+        << ranges[i].ToString();
   }
 }
 

@@ -1,8 +1,8 @@
 // The in-memory Source: inline completion, zero-copy and copying modes.
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "rangeio/source.h"
 #include "support/collecting_sink.h"
@@ -97,7 +97,8 @@ TEST(MemorySourceTest, ConcurrentReadsFromManyThreads) {
       uint64_t tag = t * 1000 + i;
       auto d = sink.Get(tag);
       ASSERT_TRUE(d.bytes.ok());
-      EXPECT_TRUE(testing::MatchesPattern({(tag * 61) % 60000, 64}, d.bytes->span()));
+      EXPECT_TRUE(
+          testing::MatchesPattern({(tag * 61) % 60000, 64}, d.bytes->span()));
     }
   }
 }

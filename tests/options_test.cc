@@ -1,21 +1,21 @@
 // Options: defaults, Validate, Parse from key/value pairs, ToString.
 #include "rangeio/options.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <map>
 #include <string>
 #include <tuple>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 namespace rangeio {
 namespace {
 
+using std::chrono::milliseconds;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-using std::chrono::milliseconds;
 
 TEST(OptionsTest, Defaults) {
   Options o;
@@ -52,10 +52,14 @@ void ExpectValid(void (*mutate)(Options&), bool valid, const char* key) {
 }
 
 TEST(OptionsTest, ValidateBounds) {
-  ExpectValid([](Options& o) { o.io_concurrency = 0; }, false, "read-thread-num");
-  ExpectValid([](Options& o) { o.io_concurrency = 1; }, true, "read-thread-num");
-  ExpectValid([](Options& o) { o.io_concurrency = 4096; }, true, "read-thread-num");
-  ExpectValid([](Options& o) { o.io_concurrency = 4097; }, false, "read-thread-num");
+  ExpectValid([](Options& o) { o.io_concurrency = 0; }, false,
+              "read-thread-num");
+  ExpectValid([](Options& o) { o.io_concurrency = 1; }, true,
+              "read-thread-num");
+  ExpectValid([](Options& o) { o.io_concurrency = 4096; }, true,
+              "read-thread-num");
+  ExpectValid([](Options& o) { o.io_concurrency = 4097; }, false,
+              "read-thread-num");
 
   ExpectValid([](Options& o) { o.response_budget_count = 1'048'576; }, true,
               "response-budget-count");
@@ -136,8 +140,8 @@ TEST(OptionsTest, ParseByteSuffixes) {
   for (const Case& c : {Case{"64MiB", 64ull << 20}, Case{"1KiB", 1024},
                         Case{"3GiB", 3ull << 30}, Case{"4096", 4096},
                         Case{"1024GiB", 1ull << 40}}) {
-    auto o = Options::Parse(std::map<std::string, std::string>{
-        {"response-budget-bytes", c.text}});
+    auto o = Options::Parse(
+        std::map<std::string, std::string>{{"response-budget-bytes", c.text}});
     ASSERT_TRUE(o.ok()) << c.text << ": " << o.status().ToString();
     EXPECT_EQ(o->response_budget_bytes, c.want) << c.text;
   }
@@ -165,8 +169,7 @@ TEST(OptionsTest, ParseStringForm) {
 }
 
 TEST(OptionsTest, ParseStringRejectsMalformedPair) {
-  for (const char* text : {"read-thread-num", "read-thread-num=8,oops",
-                           "=8"}) {
+  for (const char* text : {"read-thread-num", "read-thread-num=8,oops", "=8"}) {
     auto o = Options::Parse(std::string_view(text));
     EXPECT_FALSE(o.ok()) << "accepted '" << text << "'";
     if (!o.ok()) {
@@ -212,8 +215,8 @@ TEST(OptionsTest, ParseRejectsInvalidValuesNamingKeyValueAndRange) {
       {"scheduling", "", {"rolling", "chunked"}},
   };
   for (const Case& c : cases) {
-    auto o = Options::Parse(
-        std::map<std::string, std::string>{{c.key, c.value}});
+    auto o =
+        Options::Parse(std::map<std::string, std::string>{{c.key, c.value}});
     ASSERT_FALSE(o.ok()) << c.key << "=" << c.value << " accepted";
     EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument);
     const std::string& m = o.status().message();

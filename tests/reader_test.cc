@@ -13,16 +13,15 @@
 // (Limiter-wide bounds across readers and clones: limiter_test.cc.)
 #include "rangeio/reader.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <random>
 #include <thread>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "rangeio/rangeio.h"
 #include "support/gated_source.h"
@@ -31,15 +30,14 @@
 namespace rangeio {
 namespace {
 
+using std::chrono::milliseconds;
 using ::testing::AnyOf;
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using testing::GatedSource;
+using ::testing::HasSubstr;
 using testing::LimitOptions;
 using testing::SpreadRanges;
 using testing::StreamConsumer;
 using testing::WaitUntil;
-using std::chrono::milliseconds;
 
 Reader OpenReader(std::shared_ptr<Source> source, const Options& o = {},
                   std::shared_ptr<Limiter> limiter = nullptr) {
@@ -99,7 +97,8 @@ TEST(ReaderTest, PeakInFlightReachesExactlyC) {
     }
     newest = !newest;
   }
-  EXPECT_TRUE(consumer.final_status().ok()) << consumer.final_status().ToString();
+  EXPECT_TRUE(consumer.final_status().ok())
+      << consumer.final_status().ToString();
   ExpectEachIndexOnce(consumer.indexes(), ranges.size());
   EXPECT_EQ(consumer.bad_bytes(), 0u);
   EXPECT_EQ(gate->peak_outstanding(), kC);
@@ -217,7 +216,8 @@ TEST(ReaderTest, StallingConsumerNeverExceedsCountBudget) {
   consumer.ReleaseSlices(/*stop_holding=*/true);
   gate->SetMode(GatedSource::Mode::kPassAsync);
   ASSERT_TRUE(consumer.WaitForDone());
-  EXPECT_TRUE(consumer.final_status().ok()) << consumer.final_status().ToString();
+  EXPECT_TRUE(consumer.final_status().ok())
+      << consumer.final_status().ToString();
   ExpectEachIndexOnce(consumer.indexes(), ranges.size());
   EXPECT_EQ(consumer.bad_bytes(), 0u);
   s = limiter->GetStats();
@@ -282,7 +282,8 @@ TEST(ReaderTest, OrderedHeadOfLineWaitIsNotAStall) {
   ASSERT_TRUE(gate->ReleaseOffset(ranges[0].offset));
   gate->SetMode(GatedSource::Mode::kPassAsync);
   ASSERT_TRUE(consumer.WaitForDone());
-  EXPECT_TRUE(consumer.final_status().ok()) << consumer.final_status().ToString();
+  EXPECT_TRUE(consumer.final_status().ok())
+      << consumer.final_status().ToString();
   EXPECT_EQ(consumer.indexes(), Iota(ranges.size()));
   EXPECT_EQ(consumer.bad_bytes(), 0u);
   EXPECT_LE(reader.limiter()->GetStats().peak_retained_count, kBudget);
@@ -410,8 +411,11 @@ TEST(ReaderTest, LargeReadsFromMemoryComplete) {
   auto source = MakeMemorySource("mem", testing::PatternBuffer(1 << 20),
                                  /*zero_copy=*/false);
   Reader reader = OpenReader(source, LimitOptions(4, 0, 1000));
-  const std::vector<ByteRange> ranges = {
-      {0, 10}, {1000, 300'000}, {400'000, 10}, {500'000, 500'000}, {(1 << 20) - 1, 1}};
+  const std::vector<ByteRange> ranges = {{0, 10},
+                                         {1000, 300'000},
+                                         {400'000, 10},
+                                         {500'000, 500'000},
+                                         {(1 << 20) - 1, 1}};
   for (Delivery d : {Delivery::kOrdered, Delivery::kAsCompleted}) {
     auto stream = reader.ReadRanges(ranges, d);
     ASSERT_TRUE(stream.ok());
@@ -500,7 +504,8 @@ TEST(ReaderTest, OrderedUnderRandomCompletionOrder) {
     if (held.empty()) continue;
     gate->ReleaseOffset(held[rng() % held.size()].offset);
   }
-  EXPECT_TRUE(consumer.final_status().ok()) << consumer.final_status().ToString();
+  EXPECT_TRUE(consumer.final_status().ok())
+      << consumer.final_status().ToString();
   EXPECT_EQ(consumer.indexes(), Iota(ranges.size()));
   EXPECT_EQ(consumer.bad_bytes(), 0u);
   EXPECT_LE(reader.limiter()->GetStats().peak_retained_count, 8u);
@@ -540,7 +545,8 @@ TEST(ReaderTest, AsCompletedUnderRandomCompletionOrder) {
   std::mt19937 rng(11);
   std::vector<size_t> released;
   while (released.size() < ranges.size()) {
-    ASSERT_TRUE(gate->WaitFor([](const GatedSource& g) { return g.held() > 0; }));
+    ASSERT_TRUE(
+        gate->WaitFor([](const GatedSource& g) { return g.held() > 0; }));
     auto held = gate->held_ranges();
     uint64_t off = held[rng() % held.size()].offset;
     ASSERT_TRUE(gate->ReleaseOffset(off));
@@ -565,19 +571,20 @@ TEST(ReaderTest, ExactlyOnceWithRightBytesFromMemory) {
     uint64_t off = rng() % (kSize - len + 1);
     ranges.push_back({off, len});
   }
-  ranges.push_back(ranges[10]);                 // duplicate
+  ranges.push_back(ranges[10]);                                  // duplicate
   ranges.push_back({ranges[11].offset, ranges[11].length / 2});  // overlap
-  ranges.push_back({100, 50});                  // adjacent pair
+  ranges.push_back({100, 50});  // adjacent pair
   ranges.push_back({150, 50});
-  ranges.push_back({0, kSize});                 // the whole buffer
-  ranges.push_back({kSize - 1, 1});             // the last byte
-  ranges.push_back({kSize, 0});                 // empty, at the end
+  ranges.push_back({0, kSize});      // the whole buffer
+  ranges.push_back({kSize - 1, 1});  // the last byte
+  ranges.push_back({kSize, 0});      // empty, at the end
   for (bool zero_copy : {true, false}) {
     auto source = MakeMemorySource("mem", buffer, zero_copy);
     Reader reader = OpenReader(source, LimitOptions(3, 5, 64 * 1024));
     for (Delivery d : {Delivery::kOrdered, Delivery::kAsCompleted}) {
-      SCOPED_TRACE(::testing::Message() << "zero_copy=" << zero_copy << " ordered="
-                                      << (d == Delivery::kOrdered));
+      SCOPED_TRACE(::testing::Message()
+                   << "zero_copy=" << zero_copy
+                   << " ordered=" << (d == Delivery::kOrdered));
       auto stream = reader.ReadRanges(ranges, d);
       ASSERT_TRUE(stream.ok()) << stream.status().ToString();
       EXPECT_EQ(stream->size(), ranges.size());
@@ -792,7 +799,8 @@ TEST(ReaderTest, DroppingStreamWithUndeliveredResultsReturnsTheirBudget) {
     testing::ScopedThread consumer([&] { (void)stream->Next(); });
     ASSERT_TRUE(gate->WaitForOutstanding(4));
     // Complete 1, 2, 3 (undelivered: 0 is the head) then 0.
-    for (size_t i : {1, 2, 3, 0}) ASSERT_TRUE(gate->ReleaseOffset(ranges[i].offset));
+    for (size_t i : {1, 2, 3, 0})
+      ASSERT_TRUE(gate->ReleaseOffset(ranges[i].offset));
     consumer.join();
   }
   gate->ReleaseAll();
@@ -828,8 +836,8 @@ TEST(ReaderTest, CancelReturnsEveryPermitAndLaterNextIsCancelled) {
   EXPECT_EQ(again.status().code(), StatusCode::kCancelled);
 }
 
-// Dropping the Reader while its stream still reads: nothing dangles; the stream either finishes or reports
-// Cancelled, and every delivered byte is right.
+// Dropping the Reader while its stream still reads: nothing dangles; the stream
+// either finishes or reports Cancelled, and every delivered byte is right.
 TEST(ReaderTest, DroppingReaderWhileStreamingDanglesNothing) {
   auto gate = GatedSource::Make("gate", 1ull << 36);
   std::shared_ptr<Limiter> limiter;

@@ -2,6 +2,9 @@
 // model's lower bounds and ordering (never an upper bound on speed).
 #include "rangeio/sim.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -10,20 +13,16 @@
 #include <thread>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "rangeio/rangeio.h"
 #include "support/collecting_sink.h"
 
 namespace rangeio {
 namespace {
 
-using ::testing::HasSubstr;
-using testing::CollectingSink;
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 using std::chrono::nanoseconds;
+using testing::CollectingSink;
 
 std::shared_ptr<Source> MakeSim(uint64_t size, LatencyModel model,
                                 std::string name = "sim://bucket/object") {
@@ -56,7 +55,8 @@ TEST(SimulatedBytesTest, ContentVariesWithOffset) {
   // Offsets a power of two apart differ somewhere (catches truncation).
   size_t differ = 0;
   for (uint64_t i = 0; i < 256; ++i) {
-    if (SimulatedByteAt(i) != SimulatedByteAt(i + (uint64_t{1} << 32))) ++differ;
+    if (SimulatedByteAt(i) != SimulatedByteAt(i + (uint64_t{1} << 32)))
+      ++differ;
   }
   EXPECT_GT(differ, 0u);
 }
@@ -86,11 +86,14 @@ TEST(LatencyModelTest, FactoriesSetFields) {
     EXPECT_TRUE(m.Validate().ok()) << m.Validate().ToString();
   }
   EXPECT_TRUE(LatencyModel::Probability(milliseconds(1), milliseconds(2), 0.0)
-                  .Validate().ok());
+                  .Validate()
+                  .ok());
   EXPECT_TRUE(LatencyModel::Probability(milliseconds(1), milliseconds(2), 1.0)
-                  .Validate().ok());
+                  .Validate()
+                  .ok());
   EXPECT_TRUE(LatencyModel::EveryKth(milliseconds(1), milliseconds(2), 1)
-                  .Validate().ok());
+                  .Validate()
+                  .ok());
 }
 
 TEST(LatencyModelTest, ValidateRejectsBadModels) {
@@ -122,8 +125,8 @@ TEST(LatencyModelTest, ValidateRejectsBadModels) {
 }
 
 TEST(SimulatedSourceTest, NameSizeAndBytes) {
-  auto src = MakeSim(1 << 20, LatencyModel::Fixed(microseconds(100)),
-                     "sim://b/k");
+  auto src =
+      MakeSim(1 << 20, LatencyModel::Fixed(microseconds(100)), "sim://b/k");
   ASSERT_NE(src, nullptr);
   EXPECT_EQ(src->name(), "sim://b/k");
   EXPECT_EQ(*src->Size(), uint64_t{1} << 20);
@@ -157,8 +160,8 @@ TEST(SimulatedSourceTest, FixedLatencyIsALowerBound) {
 TEST(SimulatedSourceTest, EveryKthSlowReadsCompleteLast) {
   // Reads 1 and 3 (n % 2 == 1) take 30 ms, reads 0 and 2 take 0.5 ms: the
   // timer completes in deadline order, so 0 and 2 come first.
-  auto src = MakeSim(4096, LatencyModel::EveryKth(microseconds(500),
-                                                  milliseconds(30), 2));
+  auto src = MakeSim(
+      4096, LatencyModel::EveryKth(microseconds(500), milliseconds(30), 2));
   CollectingSink sink;
   std::vector<std::chrono::steady_clock::time_point> submitted;
   for (uint64_t i = 0; i < 4; ++i) {
@@ -181,8 +184,8 @@ TEST(SimulatedSourceTest, EveryKthSlowReadsCompleteLast) {
 }
 
 TEST(SimulatedSourceTest, ProbabilityOneMakesEveryReadSlow) {
-  auto src = MakeSim(4096, LatencyModel::Probability(microseconds(100),
-                                                     milliseconds(4), 1.0));
+  auto src = MakeSim(
+      4096, LatencyModel::Probability(microseconds(100), milliseconds(4), 1.0));
   CollectingSink sink;
   auto start = std::chrono::steady_clock::now();
   for (uint64_t i = 0; i < 5; ++i) src->Read({i, 1}, &sink, i);
@@ -247,9 +250,9 @@ TEST(SimulatedSourceTest, ThroughReaderWithSharedLimiter) {
   }());
   ASSERT_TRUE(limiter.ok());
   auto a = MakeSim(1 << 20, LatencyModel::Fixed(microseconds(200)), "sim://a");
-  auto b = MakeSim(1 << 20, LatencyModel::EveryKth(microseconds(100),
-                                                   milliseconds(1), 5),
-                   "sim://b");
+  auto b = MakeSim(
+      1 << 20, LatencyModel::EveryKth(microseconds(100), milliseconds(1), 5),
+      "sim://b");
   auto ra = Reader::Open(a, {}, *limiter);
   auto rb = Reader::Open(b, {}, *limiter);
   ASSERT_TRUE(ra.ok() && rb.ok());

@@ -1,14 +1,14 @@
 // Slice: ref-counted immutable views; the owner lives while any view does.
 #include "rangeio/slice.h"
 
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace rangeio {
 namespace {

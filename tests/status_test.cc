@@ -1,14 +1,14 @@
 // Status / Result: the error model every other API relies on.
 #include "rangeio/status.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <cerrno>
 #include <cstring>
 #include <memory>
 #include <set>
 #include <string>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 namespace rangeio {
 namespace {
@@ -60,7 +60,8 @@ TEST(StatusTest, CodeNamesAreDistinctAndNonEmpty) {
 
 TEST(StatusTest, ToStringIsCodeNameThenMessage) {
   Status s = Status::OutOfRange("range [5, 10) past the end of f (size 7)");
-  EXPECT_EQ(s.ToString(), "out of range: range [5, 10) past the end of f (size 7)");
+  EXPECT_EQ(s.ToString(),
+            "out of range: range [5, 10) past the end of f (size 7)");
 }
 
 TEST(StatusTest, WithContextPrefixesAndKeepsCode) {

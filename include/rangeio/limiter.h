@@ -6,9 +6,12 @@
 // or of a whole process, to bound them together.
 //
 // Admission: a stream that wants to read waits in the limiter as ONE entry,
-// whatever the number of its ranges. Entries are served round-robin, one read
-// per turn while others wait, so one huge request cannot monopolise the
-// permits. A read is admitted when an I/O permit is free and the response
+// whatever the number of its ranges. While several wait, each free permit
+// goes, one read per turn, to the waiting stream with the fewest undelivered
+// results (ties in turn): one huge request cannot monopolise the permits, a
+// stream whose consumer keeps up is not starved by streams whose results pile
+// up, and one thread merging k streams stays live with a response budget of
+// at least 2k. A read is admitted when an I/O permit is free and the response
 // budget can take one more response of its size; a single read larger than
 // the byte budget is admitted once nothing else is retained.
 //

@@ -36,8 +36,8 @@ class CollectingSink final : public ReadSink {
     cv_.notify_all();
   }
 
-  bool WaitFor(size_t n, std::chrono::milliseconds timeout =
-                             std::chrono::seconds(10)) {
+  bool WaitFor(size_t n,
+               std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, timeout, [&] { return done_.size() >= n; });
   }

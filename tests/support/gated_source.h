@@ -95,7 +95,7 @@ class GatedSource final : public Source {
   uint64_t reads_started() const;
   uint64_t reads_completed() const;
   uint64_t reads_failed() const;
-  uint64_t bytes_returned() const;  // bytes of successful reads
+  uint64_t bytes_returned() const;                // bytes of successful reads
   std::vector<ByteRange> started_ranges() const;  // in submission order
   std::vector<ByteRange> held_ranges() const;     // oldest first
   std::vector<uint64_t> held_tags() const;        // oldest first
@@ -104,12 +104,12 @@ class GatedSource final : public Source {
   // false after `timeout`. The timeout only guards against a hang.
   bool WaitFor(const std::function<bool(const GatedSource&)>& pred,
                std::chrono::milliseconds timeout = std::chrono::seconds(10));
-  bool WaitForOutstanding(size_t n, std::chrono::milliseconds timeout =
-                                        std::chrono::seconds(10));
-  bool WaitForHeld(size_t n, std::chrono::milliseconds timeout =
-                                 std::chrono::seconds(10));
-  bool WaitForStarted(uint64_t n, std::chrono::milliseconds timeout =
-                                      std::chrono::seconds(10));
+  bool WaitForOutstanding(
+      size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  bool WaitForHeld(
+      size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  bool WaitForStarted(
+      uint64_t n, std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
  private:
   struct Pending {
@@ -144,7 +144,8 @@ class GatedSource final : public Source {
   static void Complete(State& st, const Pending& p);
   static void CompletionLoop(std::shared_ptr<State> st);
   // Takes the held read chosen by `pick` (an index into held, or -1).
-  bool ReleaseWhere(const std::function<long(const std::deque<Pending>&)>& pick);
+  bool ReleaseWhere(
+      const std::function<long(const std::deque<Pending>&)>& pick);
 
   const std::string name_;
   const uint64_t size_;

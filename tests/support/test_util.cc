@@ -1,11 +1,11 @@
 #include "support/test_util.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <utility>
-
-#include <gtest/gtest.h>
 
 #include "support/gated_source.h"
 
@@ -67,8 +67,8 @@ DrainResult Drain(RangeStream& stream, std::span<const ByteRange> ranges,
     if (!next->has_value()) return out;
     RangeResult& r = **next;
     if (!ranges.empty()) {
-      bool good = r.index < ranges.size() &&
-                  r.bytes.size() == ranges[r.index].length;
+      bool good =
+          r.index < ranges.size() && r.bytes.size() == ranges[r.index].length;
       for (size_t i = 0; good && i < r.bytes.size(); ++i) {
         good = r.bytes.data()[i] == byte_at(ranges[r.index].offset + i);
       }
@@ -86,9 +86,10 @@ ScopedThread::~ScopedThread() {
   thread_.join();
 }
 
-StreamConsumer::StreamConsumer(RangeStream stream, std::vector<ByteRange> ranges,
-                               bool hold_slices)
-    : stream_(std::move(stream)), ranges_(std::move(ranges)),
+StreamConsumer::StreamConsumer(RangeStream stream,
+                               std::vector<ByteRange> ranges, bool hold_slices)
+    : stream_(std::move(stream)),
+      ranges_(std::move(ranges)),
       hold_(hold_slices) {
   thread_ = std::thread([this] { Run(); });
 }
@@ -144,9 +145,9 @@ void StreamConsumer::Run() {
 
 bool StreamConsumer::WaitForCount(size_t n, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, timeout,
-                      [&] { return indexes_.size() >= n || done_; }) &&
-         indexes_.size() >= n;
+  return cv_.wait_for(lock, timeout, [&] {
+    return indexes_.size() >= n || done_;
+  }) && indexes_.size() >= n;
 }
 
 bool StreamConsumer::WaitForDone(std::chrono::milliseconds timeout) {

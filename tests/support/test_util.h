@@ -33,8 +33,8 @@ bool WaitUntil(const std::function<bool()>& pred,
                std::chrono::milliseconds timeout = kHangGuard);
 
 // Gives other threads a chance to do something they must not do.
-void GiveThreadsAChance(std::chrono::milliseconds ms =
-                            std::chrono::milliseconds(20));
+void GiveThreadsAChance(
+    std::chrono::milliseconds ms = std::chrono::milliseconds(20));
 
 // `n` ranges of `length` bytes, range i at offset i * stride: with a stride
 // far above the length, no sane coalescing merges them.
@@ -43,8 +43,9 @@ std::vector<ByteRange> SpreadRanges(size_t n, uint64_t length,
                                     uint64_t first_offset = 0);
 
 // Options for a limiter of `c` permits; the rest default unless given.
-Options LimitOptions(uint32_t c, uint32_t budget_count = 0,
-                     uint64_t budget_bytes = Options::kDefaultResponseBudgetBytes);
+Options LimitOptions(
+    uint32_t c, uint32_t budget_count = 0,
+    uint64_t budget_bytes = Options::kDefaultResponseBudgetBytes);
 
 // A memory buffer whose byte i is PatternByteAt(i).
 Slice PatternBuffer(size_t size);
