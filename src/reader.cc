@@ -126,6 +126,8 @@ class StreamState final : public PermitClient,
       std::lock_guard lk(mu_);
       latency = now - s.submit_ns;
       --in_flight_;
+      reads_.Add(latency, got, status.ok());
+      if (reads_.full()) FlushStatsLocked();
       if (finished_) {
         // Dropped: its budget goes back with `lease` below.
         ++cancelled_;
@@ -145,8 +147,6 @@ class StreamState final : public PermitClient,
         next_chunk = chunked_ && in_flight_ == 0 && !failed_;
         if (consumer_waiting_) cv_.notify_one();
       }
-      reads_.Add(latency, got, status.ok());
-      if (reads_.full()) FlushStatsLocked();
       if (in_flight_ == 0) {
         // Once in_flight_ is 0 the consumer (or a dropping RangeStream) may
         // release the stream, yet this call still uses it after unlocking:
@@ -183,9 +183,10 @@ class StreamState final : public PermitClient,
           std::shared_ptr<Lease> budget = std::move(s.lease);
           s.state = Slot::kFree;
           ReleaseSlot(*tag);
+          Status error = final_status_;
           lk.unlock();
           Finish();
-          return final_status_;
+          return error;
         }
         RangeResult r{s.index, Deliver(s)};
         s.state = Slot::kFree;
@@ -223,9 +224,10 @@ class StreamState final : public PermitClient,
       }
       if (now >= stall_deadline) {
         final_status_ = StallError();
+        Status error = final_status_;
         lk.unlock();
         Finish();
-        return final_status_;
+        return error;
       }
       consumer_waiting_ = true;
       cv_.wait_for(lk, std::chrono::nanoseconds(stall_deadline - now));

@@ -778,6 +778,11 @@ TEST(ReaderTest, DroppingStreamMidwayLeaksNothing) {
   kept.Reset();
   ExpectLimiterDrains(limiter);
   EXPECT_EQ(reader.GetStats().reads_cancelled, kC);
+  // Reads that completed after the drop still count as physical reads, in
+  // the reader's stats as in the limiter's.
+  EXPECT_EQ(reader.GetStats().physical_reads, kC + 1);
+  EXPECT_EQ(reader.GetStats().read_latency.count(), kC + 1);
+  EXPECT_EQ(limiter.GetStats().physical_reads, kC + 1);
 
   // The limiter is whole again.
   gate->SetMode(GatedSource::Mode::kPassAsync);
