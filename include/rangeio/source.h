@@ -26,8 +26,10 @@ namespace rangeio {
 // Receives completions. `tag` is the value passed to Source::Read.
 class ReadSink {
  public:
-  // On success `bytes` holds exactly the requested length; on failure the
-  // Status names the source, the range and the backend cause.
+  // On success `bytes` holds exactly the requested length (the Reader turns
+  // any other length into an IoError, never short data). On failure the
+  // Status gives the backend cause (errno text, ...); the Reader prefixes
+  // the range, its request index and the source's name.
   virtual void OnReadDone(uint64_t tag, Result<Slice> bytes) = 0;
 
  protected:
