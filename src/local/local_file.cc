@@ -45,7 +45,9 @@ class PreadPool : public std::enable_shared_from_this<PreadPool> {
     std::unique_lock lk(mu_);
     queue_.push_back(std::move(task));
     if (polling_ + sleeping_ >= queue_.size()) {
-      const bool wake = polling_ == 0;  // a polling worker needs no wake-up
+      // Polling workers take tasks without a wake-up; a sleeper is woken
+      // for every task beyond them, so blocking preads run side by side.
+      const bool wake = queue_.size() > polling_;
       lk.unlock();
       if (wake) cv_.notify_one();
       return;
