@@ -1,7 +1,8 @@
 #include "rangeio/byte_range.h"
 
-#include <charconv>
 #include <string>
+
+#include "parse_number.h"
 
 namespace rangeio {
 
@@ -14,16 +15,8 @@ Result<ByteRange> ByteRange::Make(uint64_t offset, uint64_t length) {
   return ByteRange{offset, length};
 }
 
-namespace {
-bool ParseU64(std::string_view s, uint64_t* out) {
-  if (s.empty()) return false;
-  const char* end = s.data() + s.size();
-  auto [p, ec] = std::from_chars(s.data(), end, *out);
-  return ec == std::errc() && p == end;
-}
-}  // namespace
-
 Result<ByteRange> ByteRange::Parse(std::string_view text) {
+  using detail::ParseU64;
   const size_t colon = text.find(':');
   uint64_t offset = 0;
   uint64_t length = 0;

@@ -84,16 +84,23 @@ void LimiterCore::ReadDone(uint64_t latency_ns, uint64_t bytes, bool ok) {
   }
   std::unique_lock lk(mu_);
   --in_flight_;
-  StatsRecorder::RecordReadLocked(&stats_, latency_ns, bytes, ok);
+  StatsRecorder::AddReads(&stats_, &latency_ns, 1, bytes, ok ? 0 : 1);
   Pump(lk);
+}
+
+// Hands back the limiter's hold on itself when the last retained response
+// goes; the caller destroys it after unlocking (it may free this).
+std::shared_ptr<LimiterCore> LimiterCore::ReleaseResponseLocked(
+    uint64_t bytes) {
+  --retained_count_;
+  retained_bytes_ -= bytes;
+  return retained_count_ == 0 ? std::move(self_) : nullptr;
 }
 
 void LimiterCore::ReleaseResponse(uint64_t bytes) {
   std::shared_ptr<LimiterCore> self;  // destroyed last: may free this
   std::unique_lock lk(mu_);
-  --retained_count_;
-  retained_bytes_ -= bytes;
-  if (retained_count_ == 0) self = std::move(self_);
+  self = ReleaseResponseLocked(bytes);
   Pump(lk);
 }
 
@@ -101,19 +108,15 @@ void LimiterCore::ReturnUnused(uint64_t bytes) {
   std::shared_ptr<LimiterCore> self;  // destroyed last: may free this
   std::unique_lock lk(mu_);
   --in_flight_;
-  --retained_count_;
-  retained_bytes_ -= bytes;
   ++stats_.reads_cancelled;
-  if (retained_count_ == 0) self = std::move(self_);
+  self = ReleaseResponseLocked(bytes);
   Pump(lk);
 }
 
 void LimiterCore::RecordDelivered(uint64_t ranges, uint64_t bytes,
                                   uint64_t cancelled) {
   std::lock_guard lk(mu_);
-  stats_.ranges_delivered += ranges;
-  stats_.logical_bytes += bytes;
-  stats_.reads_cancelled += cancelled;
+  StatsRecorder::AddDelivered(&stats_, ranges, bytes, cancelled);
 }
 
 // The waiting client with the fewest undelivered results, the first such in
@@ -195,10 +198,8 @@ void LimiterCore::ApplyInlineDoneLocked(PumpFrame& f) {
   const uint64_t n = f.done_latency_ns.size();
   if (n == 0) return;
   in_flight_ -= n;
-  stats_.physical_reads += n;
-  stats_.physical_bytes += f.done_bytes;
-  stats_.read_errors += f.done_errors;
-  for (uint64_t lat : f.done_latency_ns) stats_.read_latency.Record(lat);
+  StatsRecorder::AddReads(&stats_, f.done_latency_ns.data(), n, f.done_bytes,
+                          f.done_errors);
   f.done_latency_ns.clear();
   f.done_bytes = 0;
   f.done_errors = 0;

@@ -105,6 +105,7 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
 
  private:
   void ApplyInlineDoneLocked(PumpFrame& frame);
+  std::shared_ptr<LimiterCore> ReleaseResponseLocked(uint64_t bytes);
   std::deque<std::shared_ptr<PermitClient>>::iterator NextClientLocked();
   bool Fits(uint64_t cost) const;
   void Pump(std::unique_lock<std::mutex>& lk);

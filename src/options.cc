@@ -1,11 +1,14 @@
 #include "rangeio/options.h"
 
-#include <charconv>
 #include <sstream>
 #include <string>
 
+#include "parse_number.h"
+
 namespace rangeio {
 namespace {
+
+using detail::ParseU64;
 
 constexpr uint32_t kMaxIoConcurrency = 4096;
 constexpr uint32_t kMaxResponseBudgetCount = 1u << 20;
@@ -21,13 +24,6 @@ Status Invalid(std::string_view key, std::string_view value,
   return Status::InvalidArgument("option " + std::string(key) + "='" +
                                  std::string(value) +
                                  "' is invalid: " + std::string(valid));
-}
-
-bool ParseU64(std::string_view s, uint64_t* out) {
-  if (s.empty()) return false;
-  const char* end = s.data() + s.size();
-  auto [p, ec] = std::from_chars(s.data(), end, *out);
-  return ec == std::errc() && p == end;
 }
 
 // "64", "64K", "64KiB", "1M", "1MiB", "2G", "2GiB" (binary multiples).
@@ -64,6 +60,16 @@ Status CheckRange(std::string_view key, uint64_t v, uint64_t lo, uint64_t hi,
                      std::string(unit));
 }
 
+// Parses `value` with `parse` into `out` and checks it against lo..hi;
+// `expected` describes the syntax when `value` does not parse.
+Status ParseInRange(const std::string& key, const std::string& value,
+                    bool (*parse)(std::string_view, uint64_t*),
+                    std::string_view expected, uint64_t lo, uint64_t hi,
+                    std::string_view unit, uint64_t* out) {
+  if (!parse(value, out)) return Invalid(key, value, expected);
+  return CheckRange(key, *out, lo, hi, unit, value);
+}
+
 }  // namespace
 
 Status Options::Validate() const {
@@ -94,29 +100,22 @@ Result<Options> Options::Parse(const std::map<std::string, std::string>& kv) {
   for (const auto& [key, value] : kv) {
     uint64_t n = 0;
     if (key == "read-thread-num") {
-      if (!ParseU64(value, &n)) {
-        return Invalid(key, value, "an integer 1..4096 is expected");
-      }
-      RANGEIO_RETURN_NOT_OK(
-          CheckRange(key, n, 1, kMaxIoConcurrency, "", value));
+      RANGEIO_RETURN_NOT_OK(ParseInRange(key, value, ParseU64,
+                                         "an integer 1..4096 is expected", 1,
+                                         kMaxIoConcurrency, "", &n));
       o.io_concurrency = static_cast<uint32_t>(n);
     } else if (key == "response-budget-count") {
-      if (!ParseU64(value, &n)) {
-        return Invalid(key, value,
-                       "an integer 0..1048576 is expected (0 = 2 x "
-                       "read-thread-num)");
-      }
-      RANGEIO_RETURN_NOT_OK(CheckRange(key, n, 0, kMaxResponseBudgetCount,
-                                       " (0 = 2 x read-thread-num)", value));
+      RANGEIO_RETURN_NOT_OK(ParseInRange(
+          key, value, ParseU64,
+          "an integer 0..1048576 is expected (0 = 2 x read-thread-num)", 0,
+          kMaxResponseBudgetCount, " (0 = 2 x read-thread-num)", &n));
       o.response_budget_count = static_cast<uint32_t>(n);
     } else if (key == "response-budget-bytes") {
-      if (!ParseBytes(value, &n)) {
-        return Invalid(key, value,
-                       "a byte size is expected, e.g. 67108864, 64MiB, 1G "
-                       "(valid 1 B..1 TiB)");
-      }
       RANGEIO_RETURN_NOT_OK(
-          CheckRange(key, n, 1, kMaxResponseBudgetBytes, " bytes", value));
+          ParseInRange(key, value, ParseBytes,
+                       "a byte size is expected, e.g. 67108864, 64MiB, 1G "
+                       "(valid 1 B..1 TiB)",
+                       1, kMaxResponseBudgetBytes, " bytes", &n));
       o.response_budget_bytes = n;
     } else if (key == "scheduling") {
       if (value == "rolling") {
@@ -127,11 +126,9 @@ Result<Options> Options::Parse(const std::map<std::string, std::string>& kv) {
         return Invalid(key, value, "valid rolling, chunked");
       }
     } else if (key == "response-stall-timeout-ms") {
-      if (!ParseU64(value, &n)) {
-        return Invalid(key, value, "an integer 1..86400000 (ms) is expected");
-      }
-      RANGEIO_RETURN_NOT_OK(
-          CheckRange(key, n, 1, kMaxStallTimeoutMs, " ms", value));
+      RANGEIO_RETURN_NOT_OK(ParseInRange(
+          key, value, ParseU64, "an integer 1..86400000 (ms) is expected", 1,
+          kMaxStallTimeoutMs, " ms", &n));
       o.response_stall_timeout = std::chrono::milliseconds(n);
     } else {
       return Status::InvalidArgument("unknown option '" + key +

@@ -103,7 +103,6 @@ class StreamState final : public PermitClient,
 
   void OnReadDone(uint64_t tag, Result<Slice> bytes) override {
     std::shared_ptr<StreamState> keepalive;  // destroyed last: may free this
-    std::shared_ptr<StreamState> keepalive_done;
     const uint64_t now = NowNanos();
     Slot& s = slots_[tag];
     const uint64_t index = s.index;  // stable while the read is in flight
@@ -150,9 +149,8 @@ class StreamState final : public PermitClient,
       if (in_flight_ == 0) {
         // Once in_flight_ is 0 the consumer (or a dropping RangeStream) may
         // release the stream, yet this call still uses it after unlocking:
-        // hold it until the call returns.
-        keepalive = keepalive_;
-        ReleaseSelfIfDoneLocked(&keepalive_done);
+        // hold it until the call returns (and release it then if done).
+        keepalive = DoneLocked() ? std::move(keepalive_) : keepalive_;
       }
     }
     // The permit goes back last: it may admit this stream's next read.
@@ -373,11 +371,9 @@ class StreamState final : public PermitClient,
   // rather than per read: inline reads would otherwise pay an atomic
   // compare-and-swap and a release each.
   void ReleaseSelfIfDoneLocked(std::shared_ptr<StreamState>* out) {
-    if (keepalive_ && in_flight_ == 0 &&
-        (finished_ || delivered_ == ranges_.size())) {
-      *out = std::move(keepalive_);
-    }
+    if (in_flight_ == 0 && DoneLocked()) *out = std::move(keepalive_);
   }
+  bool DoneLocked() const { return finished_ || delivered_ == ranges_.size(); }
 
   // This stream waits for admission while no read is in flight anywhere on
   // its limiter: no completion can free anything, only consumers releasing

@@ -11,31 +11,34 @@ namespace rangeio::detail {
 // Fixed-size aggregates behind one mutex. Thread-safe.
 class StatsRecorder {
  public:
-  void RecordReads(const uint64_t* latency_ns, uint32_t n, uint64_t bytes,
+  void RecordReads(const uint64_t* latency_ns, size_t n, uint64_t bytes,
                    uint64_t errors) {
     std::lock_guard lk(mu_);
-    s_.physical_reads += n;
-    s_.physical_bytes += bytes;
-    s_.read_errors += errors;
-    for (uint32_t i = 0; i < n; ++i) s_.read_latency.Record(latency_ns[i]);
+    AddReads(&s_, latency_ns, n, bytes, errors);
   }
   void RecordDelivered(uint64_t ranges, uint64_t bytes, uint64_t cancelled) {
     std::lock_guard lk(mu_);
-    s_.ranges_delivered += ranges;
-    s_.logical_bytes += bytes;
-    s_.reads_cancelled += cancelled;
+    AddDelivered(&s_, ranges, bytes, cancelled);
   }
   Stats Snapshot() const {
     std::lock_guard lk(mu_);
     return s_;
   }
 
-  static void RecordReadLocked(Stats* s, uint64_t latency_ns, uint64_t bytes,
-                               bool ok) {
-    ++s->physical_reads;
+  // The one place reads and deliveries are added to a Stats (the limiter
+  // calls these under its own lock).
+  static void AddReads(Stats* s, const uint64_t* latency_ns, size_t n,
+                       uint64_t bytes, uint64_t errors) {
+    s->physical_reads += n;
     s->physical_bytes += bytes;
-    if (!ok) ++s->read_errors;
-    s->read_latency.Record(latency_ns);
+    s->read_errors += errors;
+    for (size_t i = 0; i < n; ++i) s->read_latency.Record(latency_ns[i]);
+  }
+  static void AddDelivered(Stats* s, uint64_t ranges, uint64_t bytes,
+                           uint64_t cancelled) {
+    s->ranges_delivered += ranges;
+    s->logical_bytes += bytes;
+    s->reads_cancelled += cancelled;
   }
 
  private:

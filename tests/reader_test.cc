@@ -299,19 +299,13 @@ TEST(ReaderTest, ConsumerHoldingEverythingGetsResourceExhausted) {
   const auto ranges = SpreadRanges(10, 100, 1000);
   auto stream = reader.ReadRanges(ranges, Delivery::kOrdered);
   ASSERT_TRUE(stream.ok());
-  std::vector<Slice> kept;
-  Status error;
-  for (int i = 0; i < 20; ++i) {
-    auto next = stream->Next();
-    if (!next.ok()) {
-      error = next.status();
-      break;
-    }
-    ASSERT_TRUE(next->has_value()) << "stream ended while holding the budget";
-    kept.push_back((*next)->bytes);
-  }
+  // Keeps every slice: the stream must end with the stall error, not data.
+  auto out = testing::Drain(*stream, ranges, nullptr, /*keep_slices=*/true);
+  std::vector<Slice>& kept = out.slices;
+  const Status& error = out.status;
   EXPECT_EQ(error.code(), StatusCode::kResourceExhausted) << error.ToString();
   EXPECT_EQ(kept.size(), 4u);
+  EXPECT_EQ(out.bad_bytes, 0u);
   EXPECT_LE(reader.limiter()->GetStats().retained_count, 4u);
   // The error is sticky.
   auto again = stream->Next();
@@ -338,19 +332,11 @@ TEST(ReaderTest, ConsumerHoldingBytesBudgetGetsResourceExhausted) {
   const auto ranges = SpreadRanges(10, 100, 1000);
   auto stream = reader.ReadRanges(ranges, Delivery::kAsCompleted);
   ASSERT_TRUE(stream.ok());
-  std::vector<Slice> kept;
-  Status error;
-  for (int i = 0; i < 20; ++i) {
-    auto next = stream->Next();
-    if (!next.ok()) {
-      error = next.status();
-      break;
-    }
-    ASSERT_TRUE(next->has_value());
-    kept.push_back((*next)->bytes);
-  }
+  auto out = testing::Drain(*stream, ranges, nullptr, /*keep_slices=*/true);
+  const Status& error = out.status;
   EXPECT_EQ(error.code(), StatusCode::kResourceExhausted) << error.ToString();
-  EXPECT_EQ(kept.size(), 3u);
+  EXPECT_EQ(out.slices.size(), 3u);
+  EXPECT_EQ(out.bad_bytes, 0u);
   EXPECT_LE(reader.limiter()->GetStats().peak_retained_bytes, 300u);
 }
 
