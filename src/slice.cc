@@ -3,12 +3,13 @@
 #include <cstring>
 #include <memory>
 
+#include "buffer_pool.h"
+
 namespace rangeio {
 
 Slice Slice::Allocate(size_t size, std::byte** writable) {
-  // One allocation for control block and bytes; no zero-fill.
-  std::shared_ptr<std::byte[]> buf =
-      std::make_shared_for_overwrite<std::byte[]>(size);
+  // A recycled, cache-warm buffer (buffer_pool.h); no zero-fill.
+  std::shared_ptr<std::byte> buf = detail::AllocatePooledBuffer(size);
   *writable = buf.get();
   const std::byte* data = buf.get();
   return Slice(std::move(buf), data, size);

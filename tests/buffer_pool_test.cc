@@ -1,0 +1,98 @@
+// The buffer pool behind Slice::Allocate: alignment, LIFO reuse, the bound
+// on idle memory, and release from other threads.
+#include "buffer_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "rangeio/slice.h"
+
+namespace rangeio::detail {
+namespace {
+
+uintptr_t Addr(const std::shared_ptr<std::byte>& p) {
+  return reinterpret_cast<uintptr_t>(p.get());
+}
+
+TEST(BufferPoolTest, BuffersAreAlignedToTheirClassUpToAPage) {
+  const struct {
+    size_t size;
+    uintptr_t alignment;
+  } cases[] = {{0, 512},           {1, 512},          {512, 512},
+               {513, 1024},        {4096, 4096},      {5000, 4096},
+               {kMaxPooledBytes, 4096}, {kMaxPooledBytes + 1, 4096},
+               {(size_t{3} << 20) + 7, 4096}};
+  for (const auto& c : cases) {
+    std::shared_ptr<std::byte> b = AllocatePooledBuffer(c.size);
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(Addr(b) % c.alignment, 0u) << "size " << c.size;
+    std::memset(b.get(), 0xab, c.size);  // the whole size is writable
+  }
+}
+
+TEST(BufferPoolTest, ReleasedBufferIsTheNextOneHandedOut) {
+  std::shared_ptr<std::byte> a = AllocatePooledBuffer(4096);
+  std::shared_ptr<std::byte> b = AllocatePooledBuffer(4096);
+  const uintptr_t b_addr = Addr(b);
+  b.reset();
+  // LIFO: the most recently released (cache-warm) buffer comes back first,
+  // also for another size of the same class.
+  EXPECT_EQ(Addr(AllocatePooledBuffer(3000)), b_addr);
+  EXPECT_NE(Addr(a), b_addr);
+}
+
+TEST(BufferPoolTest, IdleMemoryIsBoundedPerClass) {
+  const size_t before = PooledIdleBytes();
+  {
+    std::vector<std::shared_ptr<std::byte>> held;
+    const size_t n = 2 * kPooledBytesPerClass / 65536;  // twice the bound
+    for (size_t i = 0; i < n; ++i) held.push_back(AllocatePooledBuffer(65536));
+  }
+  // Only one class's bound was filled; the rest was freed.
+  EXPECT_LE(PooledIdleBytes(), before + kPooledBytesPerClass);
+  EXPECT_GE(PooledIdleBytes(), kPooledBytesPerClass);
+  EXPECT_LE(PooledIdleBytes(), kSizeClasses * kPooledBytesPerClass);
+}
+
+TEST(BufferPoolTest, LargeBuffersAreNotPooled) {
+  const size_t before = PooledIdleBytes();
+  AllocatePooledBuffer(kMaxPooledBytes + 1).reset();
+  EXPECT_EQ(PooledIdleBytes(), before);
+}
+
+TEST(BufferPoolTest, BuffersMayBeReleasedOnOtherThreads) {
+  // Each thread allocates and fills buffers; another thread releases them.
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 2000;
+  std::vector<std::vector<Slice>> made(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&made, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        std::byte* p = nullptr;
+        const size_t size = 512u << (i % 5);
+        made[t].push_back(Slice::Allocate(size, &p));
+        std::memset(p, t, size);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  threads.clear();
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&made, t] {
+      for (const Slice& s : made[(t + 1) % kThreads]) {
+        EXPECT_EQ(s.data()[s.size() - 1], std::byte((t + 1) % kThreads));
+      }
+      made[(t + 1) % kThreads].clear();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_LE(PooledIdleBytes(), kSizeClasses * kPooledBytesPerClass);
+}
+
+}  // namespace
+}  // namespace rangeio::detail
