@@ -4,6 +4,7 @@
 #include "rangeio/byte_range.h"  // IWYU pragma: export
 #include "rangeio/limiter.h"     // IWYU pragma: export
 #include "rangeio/options.h"     // IWYU pragma: export
+#include "rangeio/planner.h"     // IWYU pragma: export
 #include "rangeio/reader.h"      // IWYU pragma: export
 #include "rangeio/sim.h"         // IWYU pragma: export
 #include "rangeio/slice.h"       // IWYU pragma: export
