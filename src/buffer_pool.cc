@@ -93,8 +93,8 @@ std::shared_ptr<std::byte> AllocatePooledBuffer(size_t size) {
                                       [](std::byte* p) { std::free(p); });
   }
   const size_t c = ClassOf(size);
-  return std::shared_ptr<std::byte>(
-      Pool().Take(c), [c](std::byte* p) { Pool().Give(c, p); });
+  return std::shared_ptr<std::byte>(Pool().Take(c),
+                                    [c](std::byte* p) { Pool().Give(c, p); });
 }
 
 size_t PooledIdleBytes() { return Pool().IdleBytes(); }

@@ -1,5 +1,7 @@
 #include "rangeio/options.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 
@@ -17,7 +19,8 @@ constexpr int64_t kMaxStallTimeoutMs = 86'400'000;
 
 constexpr const char* kKeys =
     "read-thread-num, response-budget-count, response-budget-bytes, "
-    "scheduling, response-stall-timeout-ms";
+    "scheduling, response-stall-timeout-ms, planner, coalesce, coalesce-gap, "
+    "max-overread-ratio, max-merged-bytes, split-bytes";
 
 Status Invalid(std::string_view key, std::string_view value,
                std::string_view valid) {
@@ -70,6 +73,53 @@ Status ParseInRange(const std::string& key, const std::string& value,
   return CheckRange(key, *out, lo, hi, unit, value);
 }
 
+// The planner keys other than "planner" itself, applied to `p`.
+Status ParsePlannerField(const std::string& key, const std::string& value,
+                         PlannerOptions* p) {
+  constexpr std::string_view kBytes =
+      "a byte size is expected, e.g. 65536, 64KiB, 16MiB";
+  uint64_t n = 0;
+  if (key == "coalesce") {
+    if (value != "true" && value != "false") {
+      return Invalid(key, value, "valid true, false");
+    }
+    p->coalesce = value == "true";
+  } else if (key == "coalesce-gap") {
+    if (!ParseBytes(value, &n)) return Invalid(key, value, kBytes);
+    p->coalesce_gap = n;
+  } else if (key == "max-merged-bytes") {
+    if (!ParseBytes(value, &n)) return Invalid(key, value, kBytes);
+    p->max_merged_bytes = n;
+  } else if (key == "split-bytes") {
+    if (value == "none") {
+      p->split_bytes = PlannerOptions::kNoSplit;
+    } else if (!ParseBytes(value, &n)) {
+      return Invalid(key, value, std::string(kBytes) + ", or none");
+    } else {
+      p->split_bytes = n;
+    }
+  } else if (key == "max-overread-ratio") {
+    if (value == "none") {
+      p->max_overread_ratio = PlannerOptions::kNoOverreadLimit;
+      return Status::OK();
+    }
+    char* end = nullptr;
+    const double r = std::strtod(value.c_str(), &end);
+    if (value.empty() || end != value.c_str() + value.size() ||
+        !std::isfinite(r)) {
+      return Invalid(key, value, "a number 1.0..1e6 is expected, or none");
+    }
+    p->max_overread_ratio = r;
+  }
+  return Status::OK();
+}
+
+bool IsPlannerField(const std::string& key) {
+  return key == "coalesce" || key == "coalesce-gap" ||
+         key == "max-overread-ratio" || key == "max-merged-bytes" ||
+         key == "split-bytes";
+}
+
 }  // namespace
 
 Status Options::Validate() const {
@@ -92,14 +142,32 @@ Status Options::Validate() const {
     return Invalid("scheduling", std::to_string(static_cast<int>(scheduling)),
                    "valid rolling, chunked");
   }
+  if (planner) return planner->Validate();
   return Status::OK();
 }
 
 Result<Options> Options::Parse(const std::map<std::string, std::string>& kv) {
   Options o;
+  // The preset first, then the field keys that adjust it (the map is sorted,
+  // which would put "coalesce-gap" before "planner").
+  if (auto it = kv.find("planner"); it != kv.end()) {
+    Result<PlannerOptions> preset = PlannerOptions::FromPreset(it->second);
+    if (!preset.ok()) {
+      return Invalid("planner", it->second, "valid none, local, object-store");
+    }
+    o.planner = *preset;
+  }
+  for (const auto& [key, value] : kv) {
+    if (!IsPlannerField(key)) continue;
+    if (!o.planner) o.planner = PlannerOptions::ObjectStore();
+    RANGEIO_RETURN_NOT_OK(ParsePlannerField(key, value, &*o.planner));
+  }
+  if (o.planner) RANGEIO_RETURN_NOT_OK(o.planner->Validate());
   for (const auto& [key, value] : kv) {
     uint64_t n = 0;
-    if (key == "read-thread-num") {
+    if (key == "planner" || IsPlannerField(key)) {
+      continue;
+    } else if (key == "read-thread-num") {
       RANGEIO_RETURN_NOT_OK(ParseInRange(key, value, ParseU64,
                                          "an integer 1..4096 is expected", 1,
                                          kMaxIoConcurrency, "", &n));
@@ -168,6 +236,7 @@ std::string Options::ToString() const {
     << ",response-budget-bytes=" << response_budget_bytes << ",scheduling="
     << (scheduling == Scheduling::kChunked ? "chunked" : "rolling")
     << ",response-stall-timeout-ms=" << response_stall_timeout.count();
+  if (planner) o << "," << planner->ToString();
   return o.str();
 }
 

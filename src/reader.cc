@@ -5,7 +5,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -14,10 +16,23 @@
 
 #include "clock.h"
 #include "limiter_core.h"
+#include "rangeio/planner.h"
 #include "stats_recorder.h"
 
 namespace rangeio {
 namespace detail {
+
+// What a RangeStream drives: a StreamState (ranges read as requested) or a
+// PlannedStream (ranges read through a Plan).
+class StreamBase {
+ public:
+  virtual ~StreamBase() = default;
+  virtual Result<std::optional<RangeResult>> Next() = 0;
+  // Cancels what is not yet delivered; idempotent.
+  virtual void Finish() = 0;
+  virtual size_t size() const = 0;
+};
+
 namespace {
 
 // Owns one admitted read's share of the response budget from completion until
@@ -34,6 +49,13 @@ struct Lease {
   Slice bytes;
 };
 
+// A physical result as the stream hands it to a PlannedStream: the read's
+// index and its lease (bytes plus budget).
+struct RawResult {
+  uint64_t index = 0;
+  std::shared_ptr<Lease> lease;
+};
+
 }  // namespace
 
 // The state machine behind a RangeStream. Admission state is O(1) (the
@@ -43,7 +65,8 @@ struct Lease {
 // call in from their threads. Lifetime: owned by the RangeStream and, while
 // it has work, by itself (keepalive_), so a dropped stream's late
 // completions land safely.
-class StreamState final : public PermitClient,
+class StreamState final : public StreamBase,
+                          public PermitClient,
                           public ReadSink,
                           public std::enable_shared_from_this<StreamState> {
  public:
@@ -51,7 +74,8 @@ class StreamState final : public PermitClient,
               std::shared_ptr<LimiterCore> limiter,
               std::shared_ptr<StatsRecorder> stats,
               std::vector<ByteRange> ranges, Delivery delivery,
-              const Options& options)
+              const Options& options,
+              std::function<std::string(uint64_t)> describe = nullptr)
       : PermitClient(ranges.size()),
         source_(std::move(source)),
         limiter_(std::move(limiter)),
@@ -60,6 +84,8 @@ class StreamState final : public PermitClient,
         delivery_(delivery),
         chunked_(options.scheduling == Scheduling::kChunked),
         stall_timeout_(options.response_stall_timeout),
+        describe_(std::move(describe)),
+        record_deliveries_(describe_ == nullptr),
         slots_(std::min<uint64_t>(ranges_.size(), limiter_->budget_count())) {
     if (delivery_ == Delivery::kAsCompleted) {
       free_slots_.reserve(slots_.size());
@@ -160,7 +186,18 @@ class StreamState final : public PermitClient,
     lease.reset();  // a cancelled stream's response goes back here
   }
 
-  Result<std::optional<RangeResult>> Next() {
+  Result<std::optional<RangeResult>> Next() override {
+    RANGEIO_ASSIGN_OR_RETURN(std::optional<RawResult> raw, NextRaw());
+    if (!raw) return std::optional<RangeResult>();
+    const std::byte* data = raw->lease->bytes.data();
+    const size_t size = raw->lease->bytes.size();
+    // The lease becomes the Slice's owner: no extra refcount traffic.
+    return std::optional<RangeResult>(
+        RangeResult{raw->index, Slice(std::move(raw->lease), data, size)});
+  }
+
+  // Next() for a PlannedStream: the physical result's lease itself.
+  Result<std::optional<RawResult>> NextRaw() {
     std::unique_lock lk(mu_);
     uint64_t stall_deadline = 0;
     int spins = 0;
@@ -170,7 +207,7 @@ class StreamState final : public PermitClient,
         FlushStatsLocked();
         std::shared_ptr<StreamState> self;  // the caller's RangeStream holds us
         ReleaseSelfIfDoneLocked(&self);
-        return std::optional<RangeResult>();
+        return std::optional<RawResult>();
       }
       if (std::optional<uint64_t> tag = ReadyTagLocked()) {
         Slot& s = slots_[*tag];
@@ -186,16 +223,17 @@ class StreamState final : public PermitClient,
           Finish();
           return error;
         }
-        RangeResult r{s.index, Deliver(s)};
+        RawResult r{s.index, std::move(s.lease)};
+        if (record_deliveries_) unflushed_bytes_ += r.lease->cost;
         s.state = Slot::kFree;
         ReleaseSlot(*tag);
         ++delivered_;
         Delivered(1);
-        ++unflushed_;
+        if (record_deliveries_) ++unflushed_;
         if (delivered_ == ranges_.size() || unflushed_ >= 64) {
           FlushStatsLocked();
         }
-        return std::optional<RangeResult>(std::move(r));
+        return std::optional<RawResult>(std::move(r));
       }
       FlushStatsLocked();
       if (!StalledLocked()) {
@@ -235,7 +273,7 @@ class StreamState final : public PermitClient,
 
   // Stops admission, drops undelivered results (their budget goes back) and
   // lets in-flight reads return their permits as they complete.
-  void Finish() {
+  void Finish() override {
     std::vector<std::shared_ptr<Lease>> dropped;
     std::shared_ptr<StreamState> self;  // the caller's RangeStream holds us
     {
@@ -262,7 +300,7 @@ class StreamState final : public PermitClient,
     cv_.notify_all();
   }
 
-  size_t size() const { return ranges_.size(); }
+  size_t size() const override { return ranges_.size(); }
 
  private:
   static constexpr int kSpins = 64;
@@ -357,14 +395,6 @@ class StreamState final : public PermitClient,
     return std::nullopt;
   }
 
-  Slice Deliver(Slot& s) {
-    std::shared_ptr<Lease> lease = std::move(s.lease);
-    unflushed_bytes_ += lease->cost;
-    const std::byte* data = lease->bytes.data();
-    const size_t size = lease->bytes.size();
-    return Slice(std::move(lease), data, size);  // no refcount traffic
-  }
-
   // The stream keeps itself alive from Start() until it is done (finished,
   // or everything delivered) with nothing in flight, so that late
   // completions of a dropped stream land safely. Held for the whole stream
@@ -405,6 +435,7 @@ class StreamState final : public PermitClient,
   }
 
   std::string RangeContext(uint64_t index) const {
+    if (describe_) return describe_(index);
     return "reading range " + ranges_[index].ToString() + " (request index " +
            std::to_string(index) + ") of '" + source_->name() + "'";
   }
@@ -430,6 +461,11 @@ class StreamState final : public PermitClient,
   const Delivery delivery_;
   const bool chunked_;
   const std::chrono::milliseconds stall_timeout_;
+  // Set for the physical reads of a PlannedStream: names a read by the
+  // requested ranges it serves. Such a stream leaves counting deliveries
+  // (ranges and logical bytes) to the PlannedStream.
+  const std::function<std::string(uint64_t)> describe_;
+  const bool record_deliveries_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -450,12 +486,361 @@ class StreamState final : public PermitClient,
   std::shared_ptr<StreamState> keepalive_;  // GUARDED_BY(mu_)
 };
 
+// The plan of a PlannedStream plus the index from reads back to the
+// requested ranges they serve. Shared with the physical stream's error
+// messages, which may be built after the PlannedStream is gone.
+struct PlanMap {
+  Plan plan;
+  std::vector<ByteRange> ranges;
+  // The requested ranges that need read p: users[user_begin[p] ..
+  // user_begin[p + 1]).
+  std::vector<uint64_t> user_begin;
+  std::vector<uint64_t> users;
+  std::string source_name;
+
+  void Index() {
+    user_begin.assign(plan.reads.size() + 1, 0);
+    for (const RangeLocation& loc : plan.locations) {
+      for (size_t p = loc.read; p < loc.read + loc.read_count; ++p) {
+        ++user_begin[p + 1];
+      }
+    }
+    for (size_t p = 0; p < plan.reads.size(); ++p) {
+      user_begin[p + 1] += user_begin[p];
+    }
+    users.resize(user_begin.back());
+    std::vector<uint64_t> fill(user_begin.begin(), user_begin.end() - 1);
+    for (size_t i = 0; i < plan.locations.size(); ++i) {
+      const RangeLocation& loc = plan.locations[i];
+      for (size_t p = loc.read; p < loc.read + loc.read_count; ++p) {
+        users[fill[p]++] = i;
+      }
+    }
+  }
+
+  // How an error of read p names what it was reading.
+  std::string Describe(uint64_t p) const {
+    const PhysicalRead& r = plan.reads[p];
+    const uint64_t n = user_begin[p + 1] - user_begin[p];
+    std::string s = "reading range " + r.range().ToString() + " of '" +
+                    source_name + "' (" + std::string(ReadKindName(r.kind)) +
+                    " read " + std::to_string(p) + " of the plan, for " +
+                    (n == 1 ? "request index " : "request indexes ");
+    constexpr uint64_t kNamed = 8;
+    for (uint64_t k = 0; k < std::min(n, kNamed); ++k) {
+      if (k) s += ", ";
+      s += std::to_string(users[user_begin[p] + k]);
+    }
+    if (n > kNamed) s += " and " + std::to_string(n - kNamed) + " more";
+    return s + ")";
+  }
+};
+
+// A range spanning several reads of a split, copied together once. It keeps
+// the parts' leases, so their budget stays held until this range is
+// released; a part no other range needs has its buffer freed at once.
+struct AssembledRange {
+  Slice bytes;
+  std::vector<std::shared_ptr<Lease>> parts;
+};
+
+// Requested ranges read through a Plan: a StreamState reads the plan's
+// physical reads, and this maps each result back to the ranges it serves,
+// as zero-copy slices of the read's buffer or, for a range spanning split
+// parts, as one assembled copy. A physical buffer's budget is held until the
+// last slice of it is released.
+//
+// Ordered delivery reads the physical reads in plan order, and the plan is
+// made run by run (see Reader::ReadRanges), so a read's ranges are
+// consecutive requests and at most the reads of the next undelivered range
+// are held here. In completion order, a range is handed out as soon as its
+// last read arrives.
+//
+// Thread-safety: used by one thread at a time, like its RangeStream.
+class PlannedStream final : public StreamBase {
+ public:
+  PlannedStream(std::shared_ptr<const PlanMap> map,
+                std::vector<std::optional<Slice>> hits, Delivery delivery,
+                std::shared_ptr<StatsRecorder> stats,
+                std::shared_ptr<LimiterCore> limiter)
+      : map_(std::move(map)),
+        hits_(std::move(hits)),
+        delivery_(delivery),
+        stats_(std::move(stats)),
+        limiter_(std::move(limiter)),
+        held_(map_->plan.reads.size()),
+        needs_(map_->plan.reads.size()),
+        missing_(map_->ranges.size()) {
+    for (size_t p = 0; p < needs_.size(); ++p) {
+      needs_[p] = map_->user_begin[p + 1] - map_->user_begin[p];
+    }
+    for (size_t i = 0; i < missing_.size(); ++i) {
+      missing_[i] = map_->plan.locations[i].read_count;
+      if (missing_[i] == 0 && delivery_ == Delivery::kAsCompleted) {
+        ready_.push_back(i);
+      }
+    }
+  }
+  ~PlannedStream() override { Finish(); }
+
+  void Start(std::shared_ptr<StreamState> physical) {
+    physical_ = std::move(physical);
+    physical_->Start();
+  }
+
+  Result<std::optional<RangeResult>> Next() override {
+    if (!status_.ok()) return status_;
+    for (;;) {
+      if (delivered_ == map_->ranges.size()) {
+        if (!physical_done_) {
+          // Every read was needed by some range, so the physical stream is
+          // at its end too; this lets it finish its stats and let go.
+          Result<std::optional<RawResult>> end = physical_->NextRaw();
+          if (!end.ok()) return Fail(end.status());
+          if (*end) {
+            return Fail(Status::Internal(
+                "rangeio: a read of '" + map_->source_name +
+                "' was left over after every range was delivered"));
+          }
+          physical_done_ = true;
+        }
+        Flush();
+        return std::optional<RangeResult>();
+      }
+      if (std::optional<uint64_t> i = NextReady()) {
+        return std::optional<RangeResult>(Deliver(*i));
+      }
+      Flush();  // the consumer is about to wait: bring stats up to date
+      Result<std::optional<RawResult>> raw = physical_->NextRaw();
+      if (!raw.ok()) return Fail(raw.status());
+      if (!*raw) {
+        return Fail(Status::Internal(
+            "rangeio: the physical reads of '" + map_->source_name +
+            "' ended before request index " + std::to_string(delivered_) +
+            " was complete (plan accounting is broken)"));
+      }
+      Arrive(std::move(**raw));
+    }
+  }
+
+  void Finish() override {
+    if (physical_) physical_->Finish();
+    for (std::shared_ptr<Lease>& l : held_) l.reset();
+    hits_.clear();
+    ready_.clear();
+    Flush();
+    if (status_.ok() && delivered_ < map_->ranges.size()) {
+      status_ = Status::Cancelled("stream over '" + map_->source_name +
+                                  "' was cancelled");
+    }
+  }
+
+  size_t size() const override { return map_->ranges.size(); }
+
+ private:
+  Status Fail(Status st) {
+    status_ = std::move(st);
+    Finish();
+    return status_;
+  }
+
+  std::optional<uint64_t> NextReady() {
+    if (delivery_ == Delivery::kOrdered) {
+      if (missing_[delivered_] == 0) return delivered_;
+      return std::nullopt;
+    }
+    if (ready_.empty()) return std::nullopt;
+    const uint64_t i = ready_.front();
+    ready_.pop_front();
+    return i;
+  }
+
+  void Arrive(RawResult r) {
+    const uint64_t p = r.index;
+    held_[p] = std::move(r.lease);
+    for (uint64_t k = map_->user_begin[p]; k < map_->user_begin[p + 1]; ++k) {
+      const uint64_t i = map_->users[k];
+      if (--missing_[i] == 0 && delivery_ == Delivery::kAsCompleted) {
+        ready_.push_back(i);
+      }
+    }
+  }
+
+  RangeResult Deliver(uint64_t i) {
+    const RangeLocation& loc = map_->plan.locations[i];
+    ++delivered_;
+    ++unflushed_;
+    unflushed_bytes_ += loc.length;
+    if (unflushed_ >= 64) Flush();
+    if (loc.read_count == 0) {
+      // A hit, or an empty range.
+      if (!hits_.empty() && hits_[i]) return {i, *std::exchange(hits_[i], {})};
+      return {i, Slice()};
+    }
+    if (loc.read_count == 1) {
+      const std::shared_ptr<Lease>& lease = held_[loc.read];
+      Slice s(lease, lease->bytes.data() + loc.offset, loc.length);
+      Done(loc.read);
+      return {i, std::move(s)};
+    }
+    return {i, Assemble(i, loc)};
+  }
+
+  // Range i no longer needs read p; its buffer goes when no range does.
+  void Done(uint64_t p) {
+    if (--needs_[p] == 0) held_[p].reset();
+  }
+
+  Slice Assemble(uint64_t i, const RangeLocation& loc) {
+    auto out = std::make_shared<AssembledRange>();
+    std::byte* dst = nullptr;
+    out->bytes = Slice::Allocate(loc.length, &dst);
+    for (const RangePart& part : map_->plan.Parts(i)) {
+      std::memcpy(dst + part.offset_in_range,
+                  held_[part.read]->bytes.data() + part.offset_in_read,
+                  part.length);
+    }
+    for (size_t p = loc.read; p < loc.read + loc.read_count; ++p) {
+      std::shared_ptr<Lease> part = held_[p];
+      if (--needs_[p] == 0) {
+        held_[p].reset();
+        // Nothing else refers to the part: free its bytes now; its budget
+        // stays with the assembled range.
+        if (part.use_count() == 1) part->bytes.Reset();
+      }
+      out->parts.push_back(std::move(part));
+    }
+    const std::byte* data = out->bytes.data();
+    return Slice(std::move(out), data, loc.length);
+  }
+
+  void Flush() {
+    if (unflushed_ == 0) return;
+    stats_->RecordDelivered(unflushed_, unflushed_bytes_, 0);
+    limiter_->RecordDelivered(unflushed_, unflushed_bytes_, 0);
+    unflushed_ = 0;
+    unflushed_bytes_ = 0;
+  }
+
+  const std::shared_ptr<const PlanMap> map_;
+  // Ranges served from memory (empty when none): handed out in turn.
+  std::vector<std::optional<Slice>> hits_;
+  const Delivery delivery_;
+  const std::shared_ptr<StatsRecorder> stats_;
+  const std::shared_ptr<LimiterCore> limiter_;
+  std::shared_ptr<StreamState> physical_;
+  std::vector<std::shared_ptr<Lease>> held_;  // per read, while needed
+  std::vector<uint64_t> needs_;    // per read: ranges not yet handed out
+  std::vector<uint64_t> missing_;  // per range: reads not yet arrived
+  std::deque<uint64_t> ready_;     // as-completed: complete, not handed out
+  uint64_t delivered_ = 0;
+  uint64_t unflushed_ = 0;
+  uint64_t unflushed_bytes_ = 0;
+  bool physical_done_ = false;
+  Status status_;
+};
+
+// Plans `ranges`. In completion order the whole request is planned at once.
+// In request order it is planned run by run, a run being consecutive
+// requests with non-decreasing offsets (one run for a sorted request), so
+// that a read only ever serves consecutive requests: the ordered stream
+// then holds at most the reads of its next range, never a growing backlog
+// of reads whose other ranges come later.
+Result<Plan> PlanInOrder(std::span<const ByteRange> ranges,
+                         const PlannerOptions& o, Delivery delivery) {
+  if (delivery == Delivery::kAsCompleted) return PlanReads(ranges, o);
+  Plan out;
+  out.locations.reserve(ranges.size());
+  for (size_t a = 0; a < ranges.size();) {
+    size_t b = a + 1;
+    while (b < ranges.size() && ranges[b].offset >= ranges[b - 1].offset) ++b;
+    const ByteRange& r = ranges[a];
+    if (b == a + 1 && r.length <= o.max_merged_bytes &&
+        r.length <= o.split_bytes) {
+      // A run of one range that needs no split: its own read (or none).
+      if (r.length == 0) {
+        out.locations.push_back({});
+      } else {
+        out.locations.push_back({out.reads.size(), 0, r.length, 1});
+        out.reads.push_back({r.offset, r.length, ReadKind::kWhole});
+        out.requested_bytes += r.length;
+        out.physical_bytes += r.length;
+      }
+      a = b;
+      continue;
+    }
+    RANGEIO_ASSIGN_OR_RETURN(Plan run, PlanReads(ranges.subspan(a, b - a), o));
+    const size_t base = out.reads.size();
+    out.reads.insert(out.reads.end(), run.reads.begin(), run.reads.end());
+    for (RangeLocation loc : run.locations) {
+      if (loc.read_count != 0) loc.read += base;
+      out.locations.push_back(loc);
+    }
+    out.requested_bytes += run.requested_bytes;
+    out.physical_bytes += run.physical_bytes;
+    a = b;
+  }
+  return out;
+}
+
+// The largest response budget one range's split parts need at once: they
+// are all held until the range is assembled.
+bool SplitsFit(const Plan& plan, uint64_t budget_count, uint64_t budget_bytes) {
+  for (const RangeLocation& loc : plan.locations) {
+    if (loc.read_count < 2) continue;
+    uint64_t bytes = 0;
+    for (size_t p = loc.read; p < loc.read + loc.read_count; ++p) {
+      bytes += plan.reads[p].length;
+    }
+    if (loc.read_count > budget_count || bytes > budget_bytes) return false;
+  }
+  return true;
+}
+
+// `hits` (empty, or one entry per range) marks the ranges served from
+// memory: they get no read, and the plan covers the others.
+Result<std::shared_ptr<const PlanMap>> MakePlanMap(
+    std::span<const ByteRange> ranges,
+    const std::vector<std::optional<Slice>>& hits, PlannerOptions o,
+    Delivery delivery, uint64_t budget_count, uint64_t budget_bytes,
+    const std::string& name) {
+  std::vector<ByteRange> misses;
+  if (!hits.empty()) {
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      if (!hits[i]) misses.push_back(ranges[i]);
+    }
+  }
+  const std::span<const ByteRange> to_read =
+      hits.empty() ? ranges : std::span<const ByteRange>(misses);
+  auto map = std::make_shared<PlanMap>();
+  RANGEIO_ASSIGN_OR_RETURN(map->plan, PlanInOrder(to_read, o, delivery));
+  if (!SplitsFit(map->plan, budget_count, budget_bytes)) {
+    // The parts of a split range are all held until it is assembled; when
+    // they cannot all fit in the response budget, the range is read whole
+    // instead (admitted alone when it exceeds the byte budget).
+    o.split_bytes = PlannerOptions::kNoSplit;
+    RANGEIO_ASSIGN_OR_RETURN(map->plan, PlanInOrder(to_read, o, delivery));
+  }
+  if (!hits.empty()) {
+    // Back to one location per requested range; a hit has none.
+    std::vector<RangeLocation> all(ranges.size());
+    for (size_t i = 0, m = 0; i < ranges.size(); ++i) {
+      if (!hits[i]) all[i] = map->plan.locations[m++];
+    }
+    map->plan.locations = std::move(all);
+  }
+  map->ranges.assign(ranges.begin(), ranges.end());
+  map->source_name = name;
+  map->Index();
+  return std::shared_ptr<const PlanMap>(std::move(map));
+}
+
 }  // namespace detail
 }  // namespace rangeio
 
 namespace rangeio {
 
-RangeStream::RangeStream(std::shared_ptr<detail::StreamState> state)
+RangeStream::RangeStream(std::shared_ptr<detail::StreamBase> state)
     : state_(std::move(state)) {}
 RangeStream::RangeStream(RangeStream&&) noexcept = default;
 RangeStream& RangeStream::operator=(RangeStream&& other) noexcept {
@@ -521,11 +906,36 @@ Result<RangeStream> Reader::ReadRanges(std::span<const ByteRange> ranges,
       return st.WithContext("request index " + std::to_string(i));
     }
   }
-  auto state = std::make_shared<detail::StreamState>(
-      source_, limiter_->core(), stats_,
-      std::vector<ByteRange>(ranges.begin(), ranges.end()), delivery, options_);
-  state->Start();
-  return RangeStream(std::move(state));
+  const PlannerOptions planner =
+      options_.planner ? *options_.planner : source_->DefaultPlannerOptions();
+  // Ranges the source holds in memory are handed out with no read at all.
+  std::vector<std::optional<Slice>> hits;
+  const size_t n_hits = source_->ReadCached(ranges, &hits);
+  if (n_hits == 0 && !planner.coalesce &&
+      planner.split_bytes == PlannerOptions::kNoSplit) {
+    // Nothing to plan: each range is one read, as requested.
+    auto state = std::make_shared<detail::StreamState>(
+        source_, limiter_->core(), stats_,
+        std::vector<ByteRange>(ranges.begin(), ranges.end()), delivery,
+        options_);
+    state->Start();
+    return RangeStream(std::move(state));
+  }
+  const std::shared_ptr<detail::LimiterCore>& core = limiter_->core();
+  RANGEIO_ASSIGN_OR_RETURN(
+      std::shared_ptr<const detail::PlanMap> map,
+      detail::MakePlanMap(ranges, hits, planner, delivery, core->budget_count(),
+                          core->budget_bytes(), source_->name()));
+  std::vector<ByteRange> reads;
+  reads.reserve(map->plan.reads.size());
+  for (const PhysicalRead& r : map->plan.reads) reads.push_back(r.range());
+  auto physical = std::make_shared<detail::StreamState>(
+      source_, core, stats_, std::move(reads), delivery, options_,
+      [map](uint64_t p) { return map->Describe(p); });
+  auto planned = std::make_shared<detail::PlannedStream>(
+      map, std::move(hits), delivery, stats_, core);
+  planned->Start(std::move(physical));
+  return RangeStream(std::move(planned));
 }
 
 Stats Reader::GetStats() const { return stats_->Snapshot(); }

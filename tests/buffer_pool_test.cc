@@ -22,9 +22,14 @@ TEST(BufferPoolTest, BuffersAreAlignedToTheirClassUpToAPage) {
   const struct {
     size_t size;
     uintptr_t alignment;
-  } cases[] = {{0, 512},           {1, 512},          {512, 512},
-               {513, 1024},        {4096, 4096},      {5000, 4096},
-               {kMaxPooledBytes, 4096}, {kMaxPooledBytes + 1, 4096},
+  } cases[] = {{0, 512},
+               {1, 512},
+               {512, 512},
+               {513, 1024},
+               {4096, 4096},
+               {5000, 4096},
+               {kMaxPooledBytes, 4096},
+               {kMaxPooledBytes + 1, 4096},
                {(size_t{3} << 20) + 7, 4096}};
   for (const auto& c : cases) {
     std::shared_ptr<std::byte> b = AllocatePooledBuffer(c.size);

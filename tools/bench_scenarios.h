@@ -24,6 +24,9 @@ struct Row {
   std::optional<uint64_t> peak_inflight;
   std::optional<uint64_t> peak_retained;
   std::string note;
+  // Scenario-specific figures of the last round, e.g. coalesce's
+  // physical_requests: added to the row's JSON and printed in a second table.
+  nlohmann::json extra = nlohmann::json::object();
 
   double elapsed_ms() const;  // median of the rounds
   double ranges_per_s() const { return ranges / (elapsed_ms() / 1000.0); }
@@ -43,6 +46,7 @@ struct Report {
     lines.push_back(std::string(ok ? "  PASS  " : "  MISS  ") + what);
   }
   void Print() const;
+  void PrintExtra() const;  // the rows' `extra` figures, one column each
   nlohmann::json ToJson() const;
 };
 
@@ -62,5 +66,6 @@ void Rounds(int rounds, size_t strategies, Run run) {
 
 Result<Report> RunStraggler(const BenchOptions& options);
 Result<Report> RunHotCache(const BenchOptions& options);
+Result<Report> RunCoalesce(const BenchOptions& options);
 
 }  // namespace rangeio::bench

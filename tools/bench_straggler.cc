@@ -42,6 +42,8 @@ Status RunOnce(const Strategy& s, const std::vector<ByteRange>& ranges,
                           LatencyModel::EveryKth(kFast, kSlow, kEvery)));
   Options o;
   o.io_concurrency = kConcurrency;
+  // The scenario measures scheduling: each range is its own read.
+  o.planner = PlannerOptions::None();
   o.scheduling = s.scheduling;
   RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(store, o));
   const auto t0 = std::chrono::steady_clock::now();

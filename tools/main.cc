@@ -28,8 +28,9 @@ int RunBench(const std::vector<std::string>& scenarios,
              const std::string& json_path) {
   nlohmann::json all = nlohmann::json::array();
   for (const std::string& s : scenarios) {
-    auto rep = s == "straggler" ? rangeio::bench::RunStraggler(bo)
-                                : rangeio::bench::RunHotCache(bo);
+    auto rep = s == "straggler"   ? rangeio::bench::RunStraggler(bo)
+               : s == "hot-cache" ? rangeio::bench::RunHotCache(bo)
+                                  : rangeio::bench::RunCoalesce(bo);
     if (!rep.ok()) return Fail("bench " + s, rep.status());
     rep->Print();
     all.push_back(rep->ToJson());
@@ -85,7 +86,9 @@ int main(int argc, char** argv) {
       "straggler", "The chunk barrier: chunked vs rolling");
   CLI::App* hot = bench->add_subcommand(
       "hot-cache", "Scheduling overhead vs bare memcpy and pread");
-  for (CLI::App* sub : {straggler, hot}) {
+  CLI::App* coalesce = bench->add_subcommand(
+      "coalesce", "Planner presets none, local, object-store on posting lists");
+  for (CLI::App* sub : {straggler, hot, coalesce}) {
     sub->add_option("--json", json_path,
                     "Also write the figures as JSON to this file");
     sub->add_option("--rounds", bo.rounds,
@@ -105,6 +108,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> scenarios;
   if (straggler->parsed()) scenarios.push_back("straggler");
   if (hot->parsed()) scenarios.push_back("hot-cache");
-  if (scenarios.empty()) scenarios = {"straggler", "hot-cache"};
+  if (coalesce->parsed()) scenarios.push_back("coalesce");
+  if (scenarios.empty()) scenarios = {"straggler", "hot-cache", "coalesce"};
   return RunBench(scenarios, bo, json_path);
 }

@@ -12,9 +12,11 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "rangeio/planner.h"
 #include "rangeio/status.h"
 
 namespace rangeio {
@@ -48,6 +50,16 @@ struct Options {
   // S3 part size guidance); raise it for wide reads. Valid 1 B..1 TiB.
   static constexpr uint64_t kDefaultResponseBudgetBytes = 64ull << 20;
   uint64_t response_budget_bytes = kDefaultResponseBudgetBytes;
+
+  // Key "planner" ("none", "local" or "object-store") and the planner's field
+  // keys "coalesce", "coalesce-gap", "max-overread-ratio", "max-merged-bytes"
+  // and "split-bytes" (planner.h documents each): how requested ranges become
+  // backend reads. Unset (the default): the source's own preset,
+  // Source::DefaultPlannerOptions() (local files "local", object stores
+  // "object-store", memory and custom sources "none"). Field keys given
+  // without "planner" start from the object-store preset. With "none" each
+  // range is one read, exactly as requested, and nothing is planned.
+  std::optional<PlannerOptions> planner;
 
   // Key "scheduling": "rolling" (default) or "chunked" (benchmark baseline).
   Scheduling scheduling = Scheduling::kRolling;

@@ -42,7 +42,7 @@
 namespace rangeio {
 
 namespace detail {
-class StreamState;
+class StreamBase;
 class StatsRecorder;
 }  // namespace detail
 
@@ -87,8 +87,8 @@ class RangeStream {
 
  private:
   friend class Reader;
-  explicit RangeStream(std::shared_ptr<detail::StreamState> state);
-  std::shared_ptr<detail::StreamState> state_;
+  explicit RangeStream(std::shared_ptr<detail::StreamBase> state);
+  std::shared_ptr<detail::StreamBase> state_;
 };
 
 class Reader {

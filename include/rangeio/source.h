@@ -14,10 +14,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "rangeio/byte_range.h"
+#include "rangeio/planner.h"
 #include "rangeio/slice.h"
 #include "rangeio/status.h"
 
@@ -53,6 +57,27 @@ class Source {
   // Calls sink->OnReadDone(tag, ...) exactly once. A zero-length range
   // completes with an empty Slice. Never throws, never blocks on I/O.
   virtual void Read(ByteRange range, ReadSink* sink, uint64_t tag) = 0;
+
+  // How a Reader plans reads of this source unless Options::planner says
+  // otherwise: the preset that suits the storage behind it. The default,
+  // PlannerOptions::None(), reads each range as requested.
+  virtual PlannerOptions DefaultPlannerOptions() const {
+    return PlannerOptions::None();
+  }
+
+  // Hands out, at once and with no I/O, the ranges this source already holds
+  // in memory (a cache in front of it): sets (*out)[i] for each range i it
+  // can serve and returns how many it set. `out` is empty on entry; a source
+  // that serves any range resizes it to ranges.size() first. The ranges are
+  // valid (within Size()). The Reader calls it
+  // before admitting any read, so such a range takes no permit and no
+  // response budget. Thread-safe. The default serves nothing.
+  virtual size_t ReadCached(std::span<const ByteRange> ranges,
+                            std::vector<std::optional<Slice>>* out) {
+    (void)ranges;
+    (void)out;
+    return 0;
+  }
 };
 
 // --- Backends -------------------------------------------------------------

@@ -170,6 +170,9 @@ class LocalFile final : public Source {
 
   const std::string& name() const override { return pool_->path(); }
   Result<uint64_t> Size() override { return size_; }
+  PlannerOptions DefaultPlannerOptions() const override {
+    return PlannerOptions::Local();
+  }
 
   // With try_inline, a page-cache hit completes on the calling thread;
   // only a miss goes to the pool. Handing hits to polling workers as well,

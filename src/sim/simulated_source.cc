@@ -212,6 +212,10 @@ class SimulatedSource final : public Source {
 
   const std::string& name() const override { return name_; }
   Result<uint64_t> Size() override { return size_; }
+  // It models an object store, so it plans like one.
+  PlannerOptions DefaultPlannerOptions() const override {
+    return PlannerOptions::ObjectStore();
+  }
 
   void Read(ByteRange range, ReadSink* sink, uint64_t tag) override {
     if (range.end() > size_) {
