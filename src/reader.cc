@@ -172,12 +172,12 @@ class StreamState final : public StreamBase,
         next_chunk = chunked_ && in_flight_ == 0 && !failed_;
         if (consumer_waiting_) cv_.notify_one();
       }
-      if (in_flight_ == 0) {
-        // Once in_flight_ is 0 the consumer (or a dropping RangeStream) may
-        // release the stream, yet this call still uses it after unlocking:
-        // hold it until the call returns (and release it then if done).
-        keepalive = DoneLocked() ? std::move(keepalive_) : keepalive_;
-      }
+      // This call still uses the stream after unlocking, while another
+      // thread's completion may bring in_flight_ to 0 and the consumer then
+      // drop the stream, its reader and its limiter: hold the stream until
+      // the call returns (and release it then if it is done).
+      keepalive = in_flight_ == 0 && DoneLocked() ? std::move(keepalive_)
+                                                  : keepalive_;
     }
     // The permit goes back last: it may admit this stream's next read.
     limiter_->ReadDone(latency, got, status.ok());
@@ -397,9 +397,8 @@ class StreamState final : public StreamBase,
 
   // The stream keeps itself alive from Start() until it is done (finished,
   // or everything delivered) with nothing in flight, so that late
-  // completions of a dropped stream land safely. Held for the whole stream
-  // rather than per read: inline reads would otherwise pay an atomic
-  // compare-and-swap and a release each.
+  // completions of a dropped stream land safely; each completion also holds
+  // its own reference while it runs (OnReadDone).
   void ReleaseSelfIfDoneLocked(std::shared_ptr<StreamState>* out) {
     if (in_flight_ == 0 && DoneLocked()) *out = std::move(keepalive_);
   }
