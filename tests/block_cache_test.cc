@@ -83,13 +83,17 @@ TEST(BlockCacheTest, RangeAcrossBlocksAndShortLastBlock) {
   const std::vector<ByteRange> ranges = {{kBlock - 10, kBlock + 20},
                                          {3 * kBlock, 100},
                                          {2 * kBlock + 5, kBlock + 95}};
+  uint64_t hits_after_first = 0;
   for (int round = 0; round < 2; ++round) {  // misses, then hits
     DrainResult d = ReadAll(reader, ranges, Delivery::kAsCompleted);
     ASSERT_TRUE(d.status.ok()) << d.status.ToString();
     EXPECT_EQ(d.bad_bytes, 0u);
     EXPECT_EQ(d.indexes.size(), ranges.size());
+    // (The first round's reads run concurrently: one may find a block
+    // another just filled, so its hit count depends on timing.)
+    if (round == 0) hits_after_first = cache->GetStats().hits;
   }
-  EXPECT_EQ(cache->GetStats().hits, 3u);
+  EXPECT_EQ(cache->GetStats().hits, hits_after_first + 3);
   EXPECT_EQ(cache->GetStats().bytes_cached, size);
 }
 

@@ -1,6 +1,7 @@
 // rangeio/rangeio.h — the whole public API in one include.
 #pragma once
 
+#include "rangeio/batch.h"        // IWYU pragma: export
 #include "rangeio/block_cache.h"  // IWYU pragma: export
 #include "rangeio/byte_range.h"   // IWYU pragma: export
 #include "rangeio/limiter.h"      // IWYU pragma: export

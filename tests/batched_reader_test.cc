@@ -1,0 +1,252 @@
+// BatchedReader: cross-caller batches dispatched without waiting for earlier
+// batches' I/O, per-caller results, errors isolated to their callers, packed
+// blobs, and many threads on one handle.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "rangeio/batch.h"
+#include "rangeio/rangeio.h"
+#include "support/gated_source.h"
+#include "support/test_util.h"
+
+namespace rangeio {
+namespace {
+
+using testing::GatedSource;
+using testing::PatternByteAt;
+
+// Collects asynchronous results.
+struct Results {
+  std::mutex mu;
+  std::map<int, Result<Slice>> got;
+  std::function<void(Result<Slice>)> For(int id) {
+    return [this, id](Result<Slice> r) {
+      std::lock_guard lk(mu);
+      EXPECT_TRUE(got.emplace(id, std::move(r)).second) << "twice: " << id;
+    };
+  }
+  size_t size() {
+    std::lock_guard lk(mu);
+    return got.size();
+  }
+  bool WaitFor(size_t n) {
+    return testing::WaitUntil([&] { return size() >= n; });
+  }
+};
+
+bool Matches(const Result<Slice>& r, ByteRange range) {
+  return r.ok() && r->size() == range.length &&
+         testing::MatchesPattern(range, r->span());
+}
+
+std::shared_ptr<BatchedReader> Open(std::shared_ptr<Source> s,
+                                    BatchOptions bo = {},
+                                    Options o = testing::LimitOptions(8)) {
+  auto reader = Reader::Open(std::move(s), o);
+  EXPECT_TRUE(reader.ok());
+  auto b = BatchedReader::Open(*reader, bo);
+  EXPECT_TRUE(b.ok()) << b.status().ToString();
+  return *b;
+}
+
+TEST(BatchedReaderTest, ABatchIsDispatchedWhileAnEarlierOneIsInFlight) {
+  auto gated = GatedSource::Make("g", 1 << 20);  // holds every read
+  auto batched = Open(gated);
+  Results res;
+  const ByteRange r1{0, 100}, r2{10000, 100}, r3{20000, 100};
+  batched->ReadAsync(r1, res.For(1));
+  ASSERT_TRUE(gated->WaitForHeld(1));
+  batched->ReadAsync(r2, res.For(2));
+  batched->ReadAsync(r3, res.For(3));
+  // r2 and r3 reach the source while r1's batch is still in flight.
+  ASSERT_TRUE(gated->WaitForHeld(3));
+  EXPECT_EQ(res.size(), 0u);
+  gated->ReleaseAll();
+  ASSERT_TRUE(res.WaitFor(3));
+  EXPECT_TRUE(Matches(res.got.at(1), r1));
+  EXPECT_TRUE(Matches(res.got.at(2), r2));
+  EXPECT_TRUE(Matches(res.got.at(3), r3));
+}
+
+TEST(BatchedReaderTest, SerializedModeWaitsForThePreviousBatch) {
+  auto gated = GatedSource::Make("g", 1 << 20);
+  BatchOptions bo;
+  bo.mode = BatchMode::kSerialized;
+  auto batched = Open(gated, bo);
+  Results res;
+  batched->ReadAsync({0, 100}, res.For(1));
+  ASSERT_TRUE(gated->WaitForHeld(1));
+  batched->ReadAsync({10000, 100}, res.For(2));
+  batched->ReadAsync({20000, 100}, res.For(3));
+  testing::GiveThreadsAChance();
+  EXPECT_EQ(gated->reads_started(), 1u);  // the baseline's barrier
+  gated->ReleaseOldest(1);
+  ASSERT_TRUE(gated->WaitForHeld(2));  // then r2 and r3 together
+  gated->ReleaseAll();
+  ASSERT_TRUE(res.WaitFor(3));
+  EXPECT_EQ(batched->GetStats().batches, 2u);
+  EXPECT_EQ(batched->GetStats().largest_batch, 2u);
+}
+
+TEST(BatchedReaderTest, QueuedCallersArePlannedTogether) {
+  auto gated = GatedSource::Make("g", 1 << 20);
+  BatchOptions bo;
+  bo.max_dispatchers = 1;  // later callers queue behind the first batch
+  Options o = testing::LimitOptions(8);
+  o.planner = PlannerOptions::ObjectStore();
+  auto batched = Open(gated, bo, o);
+  Results res;
+  batched->ReadAsync({500000, 100}, res.For(0));
+  ASSERT_TRUE(gated->WaitForHeld(1));
+  // Three callers' neighbouring ranges arrive while the dispatcher is busy.
+  batched->ReadAsync({0, 100}, res.For(1));
+  batched->ReadAsync({200, 100}, res.For(2));
+  batched->ReadAsync({400, 100}, res.For(3));
+  gated->SetMode(GatedSource::Mode::kPassInline);
+  ASSERT_TRUE(res.WaitFor(4));
+  EXPECT_EQ(gated->started_ranges(),
+            (std::vector<ByteRange>{{500000, 100}, {0, 500}}));
+  for (int i = 1; i <= 3; ++i) {
+    EXPECT_TRUE(Matches(res.got.at(i), {uint64_t(200 * (i - 1)), 100})) << i;
+  }
+  EXPECT_EQ(batched->GetStats().largest_batch, 3u);
+}
+
+TEST(BatchedReaderTest, AnErrorReachesOnlyItsCaller) {
+  auto gated = GatedSource::Make("g", 1 << 20);
+  gated->FailOffset(10000, "bad block");
+  BatchOptions bo;
+  bo.max_dispatchers = 1;
+  auto batched = Open(gated, bo);
+  Results res;
+  batched->ReadAsync({900000, 10}, res.For(0));
+  ASSERT_TRUE(gated->WaitForHeld(1));
+  batched->ReadAsync({0, 100}, res.For(1));
+  batched->ReadAsync({10000, 100}, res.For(2));
+  batched->ReadAsync({20000, 100}, res.For(3));
+  gated->SetMode(GatedSource::Mode::kPassInline);
+  ASSERT_TRUE(res.WaitFor(4));
+  EXPECT_TRUE(Matches(res.got.at(1), {0, 100}));
+  EXPECT_TRUE(Matches(res.got.at(3), {20000, 100}));
+  ASSERT_FALSE(res.got.at(2).ok());
+  const std::string msg = res.got.at(2).status().ToString();
+  EXPECT_NE(msg.find("bad block"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[10000, 10100)"), std::string::npos) << msg;
+  EXPECT_GE(batched->GetStats().retried_singly, 1u);
+  const Stats ls = batched->reader().limiter()->GetStats();
+  EXPECT_EQ(ls.in_flight, 0u);
+}
+
+TEST(BatchedReaderTest, BadRangesAreRefusedBeforeAnyIo) {
+  auto gated = GatedSource::Make("g", 1000, GatedSource::Mode::kPassInline);
+  auto batched = Open(gated);
+  auto past = batched->Read({990, 20});
+  ASSERT_FALSE(past.ok());
+  EXPECT_EQ(past.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(past.status().ToString().find("'g'"), std::string::npos);
+  auto overflow = batched->Read({UINT64_MAX, 2});
+  EXPECT_EQ(overflow.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(gated->reads_started(), 0u);
+  EXPECT_EQ(batched->GetStats().rejected, 2u);
+  BatchOptions bad;
+  bad.max_batch_requests = 0;
+  EXPECT_FALSE(BatchedReader::Open(*Reader::Open(gated), bad).ok());
+}
+
+TEST(BatchedReaderTest, PackedBlobsShareTheObjectsBatching) {
+  auto gated = GatedSource::Make("g", 1 << 20, GatedSource::Mode::kPassInline);
+  auto batched = Open(gated);
+  auto a = batched->Blob(1000, 500);
+  auto b = batched->Blob(4096, 100);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto ra = a->Read({10, 50});
+  ASSERT_TRUE(ra.ok());
+  EXPECT_TRUE(Matches(ra, {1010, 50}));
+  auto rb = b->Read({0, 100});
+  EXPECT_TRUE(Matches(rb, {4096, 100}));
+  auto past = a->Read({490, 20});
+  ASSERT_FALSE(past.ok());
+  EXPECT_NE(past.status().ToString().find("blob [1000, 1500)"),
+            std::string::npos)
+      << past.status().ToString();
+  EXPECT_FALSE(batched->Blob((1 << 20) - 10, 11).ok());
+  EXPECT_EQ(batched->GetStats().requests, 2u);  // both went to the object
+}
+
+TEST(BatchedReaderTest, ManyThreadsHammerOneHandle) {
+  constexpr uint64_t kSize = 1 << 20;
+  auto source = MakeMemorySource("mem", testing::PatternBuffer(kSize), false);
+  Options o = testing::LimitOptions(4);
+  o.planner = PlannerOptions::ObjectStore();
+  auto batched = Open(source, {}, o);
+  auto blob = *batched->Blob(kSize / 2, kSize / 4);
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      for (int i = 0; i < 200; ++i) {
+        const uint64_t len = 1 + rng() % 5000;
+        if (i % 3 == 0) {
+          const ByteRange r{rng() % (kSize / 4 - len), len};
+          if (!Matches(blob.Read(r), {kSize / 2 + r.offset, len})) ++bad;
+        } else {
+          const ByteRange r{rng() % (kSize - len), len};
+          if (!Matches(batched->Read(r), r)) ++bad;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(batched->GetStats().requests, 16u * 200u);
+  const Stats ls = batched->reader().limiter()->GetStats();
+  EXPECT_LE(ls.peak_in_flight, 4u);
+  EXPECT_EQ(ls.retained_count, 0u);
+}
+
+TEST(BatchedReaderTest, MultipleSourcesShareOneLimiter) {
+  auto g1 = GatedSource::Make("one", 1 << 20, GatedSource::Mode::kPassAsync);
+  auto g2 = GatedSource::Make("two", 1 << 20, GatedSource::Mode::kPassAsync);
+  auto limiter = *Limiter::Make(testing::LimitOptions(2));
+  auto b1 = *BatchedReader::Open(*Reader::Open(g1, {}, limiter));
+  auto b2 = *BatchedReader::Open(*Reader::Open(g2, {}, limiter));
+  // Each result is checked and released at once: held slices would keep
+  // the shared budget (4 responses) and stall both readers.
+  std::atomic<int> good{0}, done{0};
+  for (int i = 0; i < 50; ++i) {
+    const ByteRange r{uint64_t(i) * 1000, 100};
+    (i % 2 ? b1 : b2)->ReadAsync(r, [&, r](Result<Slice> got) {
+      if (Matches(got, r)) ++good;
+      ++done;
+    });
+  }
+  ASSERT_TRUE(testing::WaitUntil([&] { return done.load() == 50; }));
+  EXPECT_EQ(good.load(), 50);
+  EXPECT_LE(limiter->GetStats().peak_in_flight, 2u);
+}
+
+TEST(BatchedReaderTest, DroppingTheHandleStillAnswersEveryCaller) {
+  auto gated = GatedSource::Make("g", 1 << 20);
+  Results res;
+  {
+    auto batched = Open(gated);
+    for (int i = 0; i < 10; ++i) {
+      batched->ReadAsync({uint64_t(i) * 5000, 10}, res.For(i));
+    }
+    ASSERT_TRUE(
+        gated->WaitFor([](const GatedSource& g) { return g.held() >= 1; }));
+    gated->SetMode(GatedSource::Mode::kPassAsync);
+  }  // waits for the dispatchers
+  EXPECT_EQ(res.size(), 10u);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_TRUE(Matches(res.got.at(i), {uint64_t(i) * 5000, 10})) << i;
+  }
+}
+
+}  // namespace
+}  // namespace rangeio
