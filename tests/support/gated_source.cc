@@ -7,13 +7,15 @@
 
 namespace rangeio::testing {
 namespace {
+// Never destroyed: the last reference to a GatedSource may be dropped on its
+// (detached) completion thread while the process is exiting.
 std::mutex& LiveMu() {
-  static std::mutex mu;
-  return mu;
+  static auto* mu = new std::mutex;
+  return *mu;
 }
 std::set<GatedSource*>& Live() {
-  static std::set<GatedSource*> live;
-  return live;
+  static auto* live = new std::set<GatedSource*>;
+  return *live;
 }
 }  // namespace
 
