@@ -1,0 +1,346 @@
+// The io_uring engine: one ring and one ring thread per open file.
+//
+// Read() (any thread) puts the read on a queue; the ring thread moves queued
+// reads into free request slots (at most the queue depth in the kernel at
+// once), submits all of them and waits for completions in one
+// io_uring_enter, then reaps every completion and runs the callbacks. So
+// reads arrive in batches: the Reader admits the next read from inside a
+// completion callback, which runs on the ring thread, and every read queued
+// while the ring thread runs callbacks goes out in its next io_uring_enter.
+//
+// Waking: the ring always has a read of an eventfd in flight. A Read() from
+// another thread that finds the ring thread asleep in io_uring_enter writes
+// the eventfd once (later Read()s see that a wake-up is on its way), and the
+// ring thread wakes with that read's completion. A Read() from the ring
+// thread itself, or while it is awake, costs a lock and a queue push.
+//
+// Short reads and -EAGAIN are re-queued at once from where they stopped
+// (local_read.h's Advance decides; every engine reports the same errors).
+// No lock is held while a callback runs: callbacks re-enter Read().
+//
+// The ring is set up on the ring thread itself, so that it can use
+// IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN (kernel 6.1+: no
+// task-work interrupts; completions are processed when the ring thread
+// waits); older kernels get a plain ring. The file is registered with the
+// ring (IOSQE_FIXED_FILE) when the kernel allows.
+//
+// Lifetime: the ring thread holds a shared_ptr to the Ring. When a callback
+// drops the last reference to the source on the ring thread, Shutdown()
+// detaches instead of joining itself, and the thread frees the ring once it
+// has nothing in flight.
+#include "uring/uring_file.h"
+
+#include <liburing.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace rangeio::detail {
+namespace {
+
+// user_data of the eventfd read; reads use their slot index.
+constexpr uint64_t kWakeTag = UINT64_MAX;
+
+// One read call asks for at most this much: io_uring_prep_read takes a
+// 32-bit length, and Linux caps a read at 2 GiB - 4 KiB (MAX_RW_COUNT)
+// anyway. 1 GiB is a multiple of every direct-I/O alignment; a longer range
+// continues as a short read does.
+constexpr uint64_t kMaxReadCall = uint64_t{1} << 30;
+
+class Ring : public std::enable_shared_from_this<Ring> {
+ public:
+  Ring(std::shared_ptr<const FileHandle> file, uint32_t depth)
+      : file_(std::move(file)), depth_(depth), slots_(depth) {
+    free_.reserve(depth);
+    for (uint32_t s = depth; s > 0; --s) free_.push_back(s - 1);
+  }
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
+  ~Ring() {
+    if (ring_ready_) io_uring_queue_exit(&ring_);
+    if (event_fd_ >= 0) ::close(event_fd_);
+  }
+
+  // Starts the ring thread and waits until it has set the ring up; the
+  // kernel's refusal, naming the file, otherwise (the thread has ended).
+  Status Start() {
+    std::promise<Status> started;
+    std::future<Status> result = started.get_future();
+    thread_ = std::thread(
+        [self = shared_from_this(), &started] { self->Run(&started); });
+    Status st = result.get();
+    if (!st.ok()) thread_.join();
+    return st;
+  }
+
+  // Queues `r`; the ring thread submits it with whatever else is queued.
+  void Submit(LocalRead r) {
+    bool wake = false;
+    {
+      std::lock_guard lk(mu_);
+      pending_.push_back(std::move(r));
+      wake = sleeping_ && !wake_sent_;
+      wake_sent_ = wake_sent_ || wake;
+    }
+    if (wake) Wake();
+  }
+
+  // Stops the ring thread once every queued and in-flight read has
+  // completed. Call once.
+  void Shutdown() {
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    Wake();
+    if (thread_.get_id() == std::this_thread::get_id()) {
+      thread_.detach();  // a callback dropped the source: the loop ends it
+    } else {
+      thread_.join();
+    }
+  }
+
+  const FileHandle& file() const { return *file_; }
+
+  // See Source::Describe; `inline_first` when Read() tries preadv2 first.
+  std::string Describe(bool inline_first) const {
+    std::string d = "io_uring, queue depth " + std::to_string(depth_) + ", " +
+                    file_->Describe();
+    if (inline_first) d += ", inline preadv2(RWF_NOWAIT) first";
+    if (fixed_file_) d += ", registered file";
+    if (!defer_taskrun_) d += ", no DEFER_TASKRUN (kernel before 6.1)";
+    return d + "; " +
+           std::to_string(reads_submitted_.load(std::memory_order_relaxed)) +
+           " read calls in " +
+           std::to_string(enters_.load(std::memory_order_relaxed)) +
+           " io_uring_enter calls";
+  }
+
+ private:
+  struct Finished {
+    LocalRead read;
+    Status status;
+  };
+
+  void Run(std::promise<Status>* started) {
+    Status st = Setup();
+    const bool ok = st.ok();
+    started->set_value(std::move(st));  // `started` dies with Start()
+    if (ok) Loop();
+  }
+
+  Status Setup() {
+    io_uring_params p{};
+    p.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN |
+              IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+    // One SQE per read slot plus the eventfd read; the completion queue
+    // (twice the entries by default) can never overflow.
+    int ret = io_uring_queue_init_params(depth_ + 1, &ring_, &p);
+    defer_taskrun_ = ret == 0;
+    if (ret == -EINVAL) {  // kernel before 6.1: a plain ring
+      p = {};
+      ret = io_uring_queue_init_params(depth_ + 1, &ring_, &p);
+    }
+    if (ret < 0) {
+      return Status::FromErrno(-ret, "io_uring_queue_init for '" +
+                                         file_->path() + "' (queue depth " +
+                                         std::to_string(depth_) + ")");
+    }
+    ring_ready_ = true;
+    const int fd = file_->fd();
+    fixed_file_ = io_uring_register_files(&ring_, &fd, 1) == 0;
+    event_fd_ = ::eventfd(0, EFD_CLOEXEC);
+    if (event_fd_ < 0) {
+      return Status::FromErrno(
+          errno, "eventfd for the io_uring ring of '" + file_->path() + "'");
+    }
+    return Status::OK();
+  }
+
+  void Loop() {
+    std::vector<uint32_t> issue;  // slots to submit a read call for
+    std::vector<Finished> finished;
+    issue.reserve(depth_);
+    finished.reserve(depth_);
+    for (;;) {
+      {
+        std::lock_guard lk(mu_);
+        while (!free_.empty() && !pending_.empty()) {
+          const uint32_t s = free_.back();
+          free_.pop_back();
+          slots_[s] = std::move(pending_.front());
+          pending_.pop_front();
+          issue.push_back(s);
+        }
+        if (stop_ && issue.empty() && free_.size() == depth_) return;
+        sleeping_ = true;
+      }
+      for (uint32_t s : issue) PrepRead(s);
+      reads_submitted_.fetch_add(issue.size(), std::memory_order_relaxed);
+      issue.clear();
+      if (!wake_armed_) PrepWake();
+      // Submits everything prepared and sleeps until a completion (a read,
+      // or the eventfd a Read() from another thread writes). Errors are
+      // transient here (EINTR, EAGAIN, EBUSY): whatever was not submitted
+      // stays in the submission queue for the next call.
+      (void)io_uring_submit_and_wait(&ring_, 1);
+      enters_.fetch_add(1, std::memory_order_relaxed);
+      {
+        std::lock_guard lk(mu_);
+        sleeping_ = false;
+        wake_sent_ = false;
+      }
+      Reap(&issue, &finished);
+      for (Finished& f : finished) Complete(f.read, std::move(f.status));
+      finished.clear();
+    }
+  }
+
+  // Takes every completion: re-queues short reads and -EAGAIN into `issue`
+  // and moves finished reads, with their status, to `finished` (their
+  // slots are free again).
+  void Reap(std::vector<uint32_t>* issue, std::vector<Finished>* finished) {
+    unsigned head = 0;
+    unsigned seen = 0;
+    io_uring_cqe* cqe = nullptr;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      ++seen;
+      const uint64_t tag = io_uring_cqe_get_data64(cqe);
+      if (tag == kWakeTag) {
+        wake_armed_ = false;
+        continue;
+      }
+      LocalRead& r = slots_[tag];
+      Status error;
+      switch (Advance(*file_, r, cqe->res, "io_uring read", &error)) {
+        case ReadStep::kMore:
+          issue->push_back(static_cast<uint32_t>(tag));
+          break;
+        case ReadStep::kDone:
+          finished->push_back({std::move(r), Status::OK()});
+          free_.push_back(static_cast<uint32_t>(tag));
+          break;
+        case ReadStep::kFailed:
+          finished->push_back({std::move(r), std::move(error)});
+          free_.push_back(static_cast<uint32_t>(tag));
+          break;
+      }
+    }
+    io_uring_cq_advance(&ring_, seen);
+  }
+
+  // A free submission queue entry. The queue has room for every slot plus
+  // the eventfd read; should a failed io_uring_enter have left entries
+  // behind, they are submitted first.
+  io_uring_sqe* GetSqe() {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    while (sqe == nullptr) {
+      (void)io_uring_submit(&ring_);
+      sqe = io_uring_get_sqe(&ring_);
+    }
+    return sqe;
+  }
+
+  void PrepRead(uint32_t slot) {
+    LocalRead& r = slots_[slot];
+    io_uring_sqe* sqe = GetSqe();
+    const unsigned length =
+        static_cast<unsigned>(std::min(r.remaining(), kMaxReadCall));
+    io_uring_prep_read(sqe, fixed_file_ ? 0 : file_->fd(), r.next_dst(), length,
+                       r.next_offset());
+    if (fixed_file_) io_uring_sqe_set_flags(sqe, IOSQE_FIXED_FILE);
+    io_uring_sqe_set_data64(sqe, slot);
+  }
+
+  void PrepWake() {
+    io_uring_sqe* sqe = GetSqe();
+    io_uring_prep_read(sqe, event_fd_, &wake_value_, sizeof wake_value_, 0);
+    io_uring_sqe_set_data64(sqe, kWakeTag);
+    wake_armed_ = true;
+  }
+
+  void Wake() {
+    const uint64_t one = 1;
+    // Cannot fail short of a counter overflow (2^64 - 1 wake-ups).
+    (void)!::write(event_fd_, &one, sizeof one);
+  }
+
+  const std::shared_ptr<const FileHandle> file_;
+  const uint32_t depth_;
+  std::thread thread_;
+
+  // Set up by the ring thread before Start() returns; then read-only.
+  io_uring ring_{};
+  bool ring_ready_ = false;
+  bool fixed_file_ = false;
+  bool defer_taskrun_ = false;
+  int event_fd_ = -1;
+
+  // Ring thread only.
+  std::vector<LocalRead> slots_;  // read in flight per slot
+  std::vector<uint32_t> free_;    // free slots
+  bool wake_armed_ = false;       // the eventfd read is in flight
+  uint64_t wake_value_ = 0;       // the eventfd read's destination
+
+  std::atomic<uint64_t> reads_submitted_{0};
+  std::atomic<uint64_t> enters_{0};
+
+  std::mutex mu_;
+  std::deque<LocalRead> pending_;  // GUARDED_BY(mu_)
+  bool sleeping_ = false;   // GUARDED_BY(mu_): ring thread in (or going to)
+                            // io_uring_enter
+  bool wake_sent_ = false;  // GUARDED_BY(mu_): eventfd written since it woke
+  bool stop_ = false;       // GUARDED_BY(mu_)
+};
+
+class UringFile final : public Source {
+ public:
+  UringFile(std::shared_ptr<Ring> ring, bool try_inline)
+      : ring_(std::move(ring)),
+        try_inline_(try_inline && !ring_->file().direct()) {}
+  ~UringFile() override { ring_->Shutdown(); }
+
+  const std::string& name() const override { return ring_->file().path(); }
+  Result<uint64_t> Size() override { return ring_->file().size(); }
+
+  // With try_inline, a page-cache hit completes on the calling thread;
+  // only a miss goes to the ring.
+  void Read(ByteRange range, ReadSink* sink, uint64_t tag) override {
+    if (range.length == 0) {
+      sink->OnReadDone(tag, Slice());
+      return;
+    }
+    LocalRead r = StartLocalRead(ring_->file(), range, sink, tag);
+    if (try_inline_ && TryReadInline(ring_->file(), r)) return;
+    ring_->Submit(std::move(r));
+  }
+
+  std::string Describe() const override { return ring_->Describe(try_inline_); }
+
+ private:
+  const std::shared_ptr<Ring> ring_;
+  const bool try_inline_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<Source>> MakeUringFile(
+    std::shared_ptr<const FileHandle> file, const LocalFileOptions& options) {
+  auto ring = std::make_shared<Ring>(std::move(file), options.threads);
+  RANGEIO_RETURN_NOT_OK(ring->Start());
+  return std::shared_ptr<Source>(
+      std::make_shared<UringFile>(std::move(ring), options.try_inline));
+}
+
+}  // namespace rangeio::detail
