@@ -58,14 +58,23 @@ int main(int argc, char** argv) {
   std::string path;
   std::vector<std::string> ranges;
   std::vector<std::string> opts;
+  rangeio::SourceOptions source_options;
   CLI::App* cat = app.add_subcommand(
       "cat", "Write byte ranges of a file to stdout, in the order given");
-  cat->add_option("path", path, "File to read")->required();
+  cat->add_option("path", path, "File to read: a path or a file:// URL")
+      ->required();
   cat->add_option("--range,-r", ranges, "OFFSET:LENGTH in bytes (repeatable)")
       ->required();
   cat->add_option(
       "--option,-o", opts,
       "Reader option key=value, e.g. read-thread-num=16 (repeatable)");
+  std::string engine = "auto";
+  cat->add_option("--engine", engine,
+                  "How to read a local file: auto (io_uring, or the pread "
+                  "pool where io_uring is refused), pread, uring")
+      ->check(CLI::IsMember({"auto", "pread", "uring"}));
+  cat->add_flag("--direct", source_options.local.direct,
+                "Read a local file with O_DIRECT (bypass the page cache)");
 
   rangeio::bench::BenchOptions bo;
   std::string json_path;
@@ -99,7 +108,11 @@ int main(int argc, char** argv) {
   if (cat->parsed()) {
     auto options = ParseOptions(opts);
     if (!options.ok()) return Fail("cat", options.status());
-    rangeio::Status st = rangeio::cli::Cat(path, ranges, *options);
+    auto local_engine = rangeio::ParseLocalEngine(engine);
+    if (!local_engine.ok()) return Fail("cat", local_engine.status());
+    source_options.local.engine = *local_engine;
+    rangeio::Status st =
+        rangeio::cli::Cat(path, ranges, *options, source_options);
     return st.ok() ? 0 : Fail("cat", st);
   }
   std::vector<std::string> scenarios;
