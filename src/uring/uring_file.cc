@@ -118,6 +118,10 @@ class Ring : public std::enable_shared_from_this<Ring> {
   }
 
   const FileHandle& file() const { return *file_; }
+  // True on the ring thread (inside a completion callback).
+  bool OnRingThread() const {
+    return std::this_thread::get_id() == ring_thread_;
+  }
 
   // See Source::Describe; `inline_first` when Read() tries preadv2 first.
   std::string Describe(bool inline_first) const {
@@ -140,6 +144,7 @@ class Ring : public std::enable_shared_from_this<Ring> {
   };
 
   void Run(std::promise<Status>* started) {
+    ring_thread_ = std::this_thread::get_id();
     Status st = Setup();
     const bool ok = st.ok();
     started->set_value(std::move(st));  // `started` dies with Start()
@@ -306,6 +311,7 @@ class Ring : public std::enable_shared_from_this<Ring> {
   bool fixed_file_ = false;
   bool defer_taskrun_ = false;
   int event_fd_ = -1;
+  std::thread::id ring_thread_;
 
   // Ring thread only.
   std::vector<LocalRead> slots_;  // read in flight per slot
@@ -335,14 +341,20 @@ class UringFile final : public Source {
   Result<uint64_t> Size() override { return ring_->file().size(); }
 
   // With try_inline, a page-cache hit completes on the calling thread;
-  // only a miss goes to the ring.
+  // only a miss goes to the ring. Not on the ring thread itself: there the
+  // read goes out in the next io_uring_enter with the others (a cached read
+  // completes inside it), which costs less than a preadv2 call of its own,
+  // and a miss would cost that call for nothing.
   void Read(ByteRange range, ReadSink* sink, uint64_t tag) override {
     if (range.length == 0) {
       sink->OnReadDone(tag, Slice());
       return;
     }
     LocalRead r = StartLocalRead(ring_->file(), range, sink, tag);
-    if (try_inline_ && TryReadInline(ring_->file(), r)) return;
+    if (try_inline_ && !ring_->OnRingThread() &&
+        TryReadInline(ring_->file(), r)) {
+      return;
+    }
     ring_->Submit(std::move(r));
   }
 
