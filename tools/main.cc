@@ -28,8 +28,9 @@ int RunBench(const std::vector<std::string>& scenarios,
              const std::string& json_path) {
   nlohmann::json all = nlohmann::json::array();
   for (const std::string& s : scenarios) {
-    auto rep = s == "straggler" ? rangeio::bench::RunStraggler(bo)
-                                : rangeio::bench::RunHotCache(bo);
+    auto rep = s == "straggler"   ? rangeio::bench::RunStraggler(bo)
+               : s == "hot-cache" ? rangeio::bench::RunHotCache(bo)
+                                  : rangeio::bench::RunLocal(bo);
     if (!rep.ok()) return Fail("bench " + s, rep.status());
     rep->Print();
     all.push_back(rep->ToJson());
@@ -94,6 +95,14 @@ int main(int argc, char** argv) {
       "straggler", "The chunk barrier: chunked vs rolling");
   CLI::App* hot = bench->add_subcommand(
       "hot-cache", "Scheduling overhead vs bare memcpy and pread");
+  CLI::App* local = bench->add_subcommand(
+      "local",
+      "A real disk: pread pool vs io_uring, buffered vs O_DIRECT, and fio");
+  local->add_option("--json", json_path,
+                    "Also write the figures as JSON to this file");
+  local->add_option("--file", bo.local_file,
+                    "Test file of 2 GiB (created if missing or of another "
+                    "size; default $TMPDIR/rangeio-local.bin)");
   for (CLI::App* sub : {straggler, hot}) {
     sub->add_option("--json", json_path,
                     "Also write the figures as JSON to this file");
@@ -118,6 +127,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> scenarios;
   if (straggler->parsed()) scenarios.push_back("straggler");
   if (hot->parsed()) scenarios.push_back("hot-cache");
-  if (scenarios.empty()) scenarios = {"straggler", "hot-cache"};
+  if (local->parsed()) scenarios.push_back("local");
+  if (scenarios.empty()) scenarios = {"straggler", "hot-cache", "local"};
   return RunBench(scenarios, bo, json_path);
 }
