@@ -190,6 +190,47 @@ TEST_P(LocalConformanceTest, UnalignedReadsReturnExactBytes) {
   }
 }
 
+// Wide reads (what a coalescing planner issues; io_uring with O_DIRECT
+// reads those of 64 KiB..1 MiB into registered buffers, reused once their
+// slices are released): every slice keeps its bytes for as long as the
+// caller holds it, while later reads reuse buffers released before.
+TEST_P(LocalConformanceTest, WideReadsKeepTheirBytesWhileHeld) {
+  constexpr size_t kSize = 8 << 20;
+  std::string path = WriteFile("wide.bin", kSize);
+  OPEN_OR_SKIP(source, path, 4);
+  std::mt19937_64 rng(9);
+  std::vector<ByteRange> ranges;
+  for (int i = 0; i < 40; ++i) {
+    const uint64_t len = (64 << 10) + rng() % (1 << 20);
+    ranges.push_back({rng() % (kSize - len + 1), len});
+  }
+  Reader reader = OpenReader(source, LimitOptions(4, 128, 128 << 20));
+  // Pass 1's slices are held through passes 2 (released as read) and 3
+  // (held), then checked again.
+  std::vector<testing::DrainResult> held;
+  for (bool keep : {true, false, true}) {
+    auto stream = reader.ReadRanges(ranges, Delivery::kAsCompleted);
+    ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+    held.push_back(testing::Drain(*stream, ranges, nullptr, keep));
+    const testing::DrainResult& out = held.back();
+    ASSERT_TRUE(out.status.ok()) << out.status.ToString();
+    EXPECT_EQ(out.bad_bytes, 0u);
+    ASSERT_EQ(out.indexes.size(), ranges.size());
+  }
+  for (const testing::DrainResult& out : held) {
+    for (size_t i = 0; i < out.slices.size(); ++i) {
+      EXPECT_TRUE(MatchesPattern(ranges[out.indexes[i]], out.slices[i].span()))
+          << ranges[out.indexes[i]].ToString();
+    }
+  }
+  if (GetParam().engine == LocalEngine::kUring && GetParam().direct) {
+    const std::string d = source->Describe();
+    EXPECT_THAT(d, HasSubstr("registered 1 MiB buffers")) << d;
+    EXPECT_EQ(d.find("(0 reads into registered buffers)"), std::string::npos)
+        << d;
+  }
+}
+
 TEST_P(LocalConformanceTest, ReadsFromManyThreadsCompleteExactlyOnce) {
   constexpr size_t kSize = 1 << 20;
   std::string path = WriteFile("threads.bin", kSize);

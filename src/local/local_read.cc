@@ -113,8 +113,8 @@ Result<std::shared_ptr<const FileHandle>> OpenFileHandle(
                                    direct, offset_align, memory_align));
 }
 
-LocalRead StartLocalRead(const FileHandle& file, ByteRange range,
-                         ReadSink* sink, uint64_t tag) {
+LocalRead PlanLocalRead(const FileHandle& file, ByteRange range, ReadSink* sink,
+                        uint64_t tag) {
   LocalRead r;
   r.range = range;
   r.sink = sink;
@@ -122,13 +122,24 @@ LocalRead StartLocalRead(const FileHandle& file, ByteRange range,
   if (!file.direct()) {
     r.start = range.offset;
     r.want = range.length;
-    r.buffer = Slice::Allocate(range.length, &r.dst);
     return r;
   }
   const uint64_t a = file.offset_align();
   r.start = range.offset / a * a;
   r.want = (range.end() + a - 1) / a * a - r.start;
-  r.buffer = AllocateAligned(r.want, file.memory_align(), &r.dst);
+  return r;
+}
+
+void AllocateBuffer(const FileHandle& file, LocalRead& r) {
+  r.buffer = file.direct()
+                 ? AllocateAligned(r.want, file.memory_align(), &r.dst)
+                 : Slice::Allocate(r.want, &r.dst);
+}
+
+LocalRead StartLocalRead(const FileHandle& file, ByteRange range,
+                         ReadSink* sink, uint64_t tag) {
+  LocalRead r = PlanLocalRead(file, range, sink, tag);
+  AllocateBuffer(file, r);
   return r;
 }
 

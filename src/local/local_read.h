@@ -93,6 +93,14 @@ struct LocalRead {
 LocalRead StartLocalRead(const FileHandle& file, ByteRange range,
                          ReadSink* sink, uint64_t tag);
 
+// The same read with no buffer yet (r.dst null): for an engine that picks
+// the buffer later (io_uring's registered buffers), then calls
+// AllocateBuffer or sets r.buffer and r.dst itself (r.want bytes, aligned
+// to file.memory_align()).
+LocalRead PlanLocalRead(const FileHandle& file, ByteRange range, ReadSink* sink,
+                        uint64_t tag);
+void AllocateBuffer(const FileHandle& file, LocalRead& r);
+
 enum class ReadStep {
   kDone,    // every needed byte is in: Complete(r, OK)
   kMore,    // issue another read call at r.next_offset() (short read, EINTR,

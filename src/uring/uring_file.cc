@@ -32,6 +32,8 @@
 
 #include <liburing.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,16 +60,114 @@ constexpr uint64_t kWakeTag = UINT64_MAX;
 // continues as a short read does.
 constexpr uint64_t kMaxReadCall = uint64_t{1} << 30;
 
+// Registered buffers (see FixedBuffers): direct reads of this size range.
+constexpr uint64_t kFixedMinBytes = uint64_t{64} << 10;
+constexpr size_t kFixedSlotBytes = size_t{1} << 20;
+
 // With nothing in flight, the ring thread polls for new reads (yielding its
 // core) this many times before it sleeps in io_uring_enter: a Read() from
 // another thread then costs no eventfd write and no wake-up. About 50-100 us
 // of sched_yield, as the pread pool's workers poll.
 constexpr int kPolls = 256;
 
+// Registered ("fixed") buffers for direct reads of kFixedMinBytes to
+// kFixedSlotBytes. A direct read into ordinary memory pins and unpins every
+// page of its buffer (get_user_pages) on each call; a registered buffer is
+// pinned once. fio on this VM, 1 MiB randread QD64 O_DIRECT, without and
+// with --fixedbufs: 1,324 -> 2,009, 1,242 -> 2,362, 1,321 -> 1,783 MiB/s and
+// 7.6 -> 1.3, 4.6 -> 0.9, 3.5 -> 1.0 CPU s per 100k reads; at 4 KiB the
+// difference was within noise, hence the lower bound.
+//
+// Slots of kFixedSlotBytes are mapped and registered (into a sparse table
+// of one entry per ring slot, kernel 5.19+) the first time they are needed,
+// so a file that never does such reads pins nothing, and at most
+// queue-depth slots ever exist (64 MiB at the default depth). A slot stays
+// taken until the last Slice of it is released, which may be long after its
+// read: a read that finds no free slot uses ordinary memory. The slots
+// outlive the ring while callers hold slices of them.
+//
+// Thread-safety: Take() on the ring thread only (it registers); slices may
+// be released on any thread.
+class FixedBuffers : public std::enable_shared_from_this<FixedBuffers> {
+ public:
+  explicit FixedBuffers(uint32_t max_slots) : max_slots_(max_slots) {}
+  FixedBuffers(const FixedBuffers&) = delete;
+  FixedBuffers& operator=(const FixedBuffers&) = delete;
+  ~FixedBuffers() {
+    for (std::byte* p : memory_) ::munmap(p, kFixedSlotBytes);
+  }
+
+  static bool Fits(uint64_t bytes) {
+    return bytes >= kFixedMinBytes && bytes <= kFixedSlotBytes;
+  }
+
+  // A free registered slot for `r` (r.want bytes): sets r.buffer and r.dst
+  // and returns its index in the ring's buffer table; -1 when none is free
+  // (or the kernel refused to register one).
+  int Take(io_uring* ring, LocalRead& r) {
+    uint32_t index = 0;
+    std::byte* data = nullptr;
+    {
+      std::lock_guard lk(mu_);
+      if (free_.empty() && !GrowLocked(ring)) return -1;
+      index = free_.back();
+      free_.pop_back();
+      data = memory_[index];
+    }
+    std::shared_ptr<const void> owner(
+        data,
+        [self = shared_from_this(), index](const void*) { self->Give(index); });
+    r.dst = data;
+    r.buffer = Slice(std::move(owner), data, r.want);
+    taken_.fetch_add(1, std::memory_order_relaxed);
+    return static_cast<int>(index);
+  }
+
+  uint64_t taken() const { return taken_.load(std::memory_order_relaxed); }
+  uint32_t max_slots() const { return max_slots_; }
+
+ private:
+  // Maps and registers one more slot, if allowed. Under mu_: growth is
+  // rare (at most max_slots times) and Give() must not see a half-made slot.
+  bool GrowLocked(io_uring* ring) {
+    if (refused_ || memory_.size() >= max_slots_) return false;
+    void* p = ::mmap(nullptr, kFixedSlotBytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return false;
+    const iovec iov{p, kFixedSlotBytes};
+    const auto index = static_cast<unsigned>(memory_.size());
+    // ENOMEM under a small RLIMIT_MEMLOCK: stay with ordinary memory.
+    if (io_uring_register_buffers_update_tag(ring, index, &iov, nullptr, 1) !=
+        1) {
+      ::munmap(p, kFixedSlotBytes);
+      refused_ = true;
+      return false;
+    }
+    memory_.push_back(static_cast<std::byte*>(p));
+    free_.push_back(index);
+    return true;
+  }
+
+  void Give(uint32_t index) {
+    std::lock_guard lk(mu_);
+    free_.push_back(index);
+  }
+
+  const uint32_t max_slots_;
+  std::atomic<uint64_t> taken_{0};
+  std::mutex mu_;
+  std::vector<std::byte*> memory_;  // GUARDED_BY(mu_): slot -> its memory
+  std::vector<uint32_t> free_;      // GUARDED_BY(mu_)
+  bool refused_ = false;            // GUARDED_BY(mu_)
+};
+
 class Ring : public std::enable_shared_from_this<Ring> {
  public:
   Ring(std::shared_ptr<const FileHandle> file, uint32_t depth)
-      : file_(std::move(file)), depth_(depth), slots_(depth) {
+      : file_(std::move(file)),
+        depth_(depth),
+        slots_(depth),
+        slot_buffer_(depth, -1) {
     free_.reserve(depth);
     for (uint32_t s = depth; s > 0; --s) free_.push_back(s - 1);
   }
@@ -129,10 +229,16 @@ class Ring : public std::enable_shared_from_this<Ring> {
                     file_->Describe();
     if (inline_first) d += ", inline preadv2(RWF_NOWAIT) first";
     if (fixed_file_) d += ", registered file";
+    if (fixed_buffers_) {
+      d += ", up to " + std::to_string(fixed_buffers_->max_slots()) +
+           " registered 1 MiB buffers";
+    }
     if (!defer_taskrun_) d += ", no DEFER_TASKRUN (kernel before 6.1)";
     return d + "; " +
            std::to_string(reads_submitted_.load(std::memory_order_relaxed)) +
-           " read calls in " +
+           " read calls (" +
+           std::to_string(fixed_buffers_ ? fixed_buffers_->taken() : 0) +
+           " reads into registered buffers) in " +
            std::to_string(enters_.load(std::memory_order_relaxed)) +
            " io_uring_enter calls";
   }
@@ -171,6 +277,10 @@ class Ring : public std::enable_shared_from_this<Ring> {
     ring_ready_ = true;
     const int fd = file_->fd();
     fixed_file_ = io_uring_register_files(&ring_, &fd, 1) == 0;
+    if (file_->direct() &&
+        io_uring_register_buffers_sparse(&ring_, depth_) == 0) {
+      fixed_buffers_ = std::make_shared<FixedBuffers>(depth_);
+    }
     event_fd_ = ::eventfd(0, EFD_CLOEXEC);
     if (event_fd_ < 0) {
       return Status::FromErrno(
@@ -279,13 +389,28 @@ class Ring : public std::enable_shared_from_this<Ring> {
 
   void PrepRead(uint32_t slot) {
     LocalRead& r = slots_[slot];
+    if (r.dst == nullptr) ChooseBuffer(slot);
     io_uring_sqe* sqe = GetSqe();
     const unsigned length =
         static_cast<unsigned>(std::min(r.remaining(), kMaxReadCall));
-    io_uring_prep_read(sqe, fixed_file_ ? 0 : file_->fd(), r.next_dst(), length,
-                       r.next_offset());
+    const int fd = fixed_file_ ? 0 : file_->fd();
+    if (slot_buffer_[slot] >= 0) {
+      io_uring_prep_read_fixed(sqe, fd, r.next_dst(), length, r.next_offset(),
+                               slot_buffer_[slot]);
+    } else {
+      io_uring_prep_read(sqe, fd, r.next_dst(), length, r.next_offset());
+    }
     if (fixed_file_) io_uring_sqe_set_flags(sqe, IOSQE_FIXED_FILE);
     io_uring_sqe_set_data64(sqe, slot);
+  }
+
+  // A registered buffer for a read that fits one, else ordinary memory.
+  void ChooseBuffer(uint32_t slot) {
+    LocalRead& r = slots_[slot];
+    slot_buffer_[slot] = fixed_buffers_ && FixedBuffers::Fits(r.want)
+                             ? fixed_buffers_->Take(&ring_, r)
+                             : -1;
+    if (slot_buffer_[slot] < 0) AllocateBuffer(*file_, r);
   }
 
   void PrepWake() {
@@ -313,8 +438,11 @@ class Ring : public std::enable_shared_from_this<Ring> {
   int event_fd_ = -1;
   std::thread::id ring_thread_;
 
+  std::shared_ptr<FixedBuffers> fixed_buffers_;  // direct files only
+
   // Ring thread only.
   std::vector<LocalRead> slots_;  // read in flight per slot
+  std::vector<int> slot_buffer_;  // its registered buffer index, or -1
   std::vector<uint32_t> free_;    // free slots
   bool wake_armed_ = false;       // the eventfd read is in flight
   uint64_t wake_value_ = 0;       // the eventfd read's destination
@@ -348,6 +476,12 @@ class UringFile final : public Source {
   void Read(ByteRange range, ReadSink* sink, uint64_t tag) override {
     if (range.length == 0) {
       sink->OnReadDone(tag, Slice());
+      return;
+    }
+    // Direct reads get their buffer on the ring thread, which may give
+    // them a registered one.
+    if (ring_->file().direct()) {
+      ring_->Submit(PlanLocalRead(ring_->file(), range, sink, tag));
       return;
     }
     LocalRead r = StartLocalRead(ring_->file(), range, sink, tag);
