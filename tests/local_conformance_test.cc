@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <thread>
@@ -60,6 +61,9 @@ const Engine kEngines[] = {
     {"uring_inline", LocalEngine::kUring, false, true},
     {"uring_direct", LocalEngine::kUring, true, false},
 };
+
+// For test names and failure messages: the engine's name.
+void PrintTo(const Engine& e, std::ostream* os) { *os << e.name; }
 
 class LocalConformanceTest : public ::testing::TestWithParam<Engine> {
  protected:
@@ -226,8 +230,7 @@ TEST_P(LocalConformanceTest, WideReadsKeepTheirBytesWhileHeld) {
   if (GetParam().engine == LocalEngine::kUring && GetParam().direct) {
     const std::string d = source->Describe();
     EXPECT_THAT(d, HasSubstr("registered 1 MiB buffers")) << d;
-    EXPECT_EQ(d.find("(0 reads into registered buffers)"), std::string::npos)
-        << d;
+    EXPECT_EQ(d.find("(0 into registered buffers)"), std::string::npos) << d;
   }
 }
 

@@ -236,10 +236,11 @@ class Ring : public std::enable_shared_from_this<Ring> {
     if (!defer_taskrun_) d += ", no DEFER_TASKRUN (kernel before 6.1)";
     return d + "; " +
            std::to_string(reads_submitted_.load(std::memory_order_relaxed)) +
-           " read calls (" +
-           std::to_string(fixed_buffers_ ? fixed_buffers_->taken() : 0) +
-           " reads into registered buffers) in " +
-           std::to_string(enters_.load(std::memory_order_relaxed)) +
+           " read calls" +
+           (fixed_buffers_ ? " (" + std::to_string(fixed_buffers_->taken()) +
+                                 " into registered buffers)"
+                           : std::string()) +
+           " in " + std::to_string(enters_.load(std::memory_order_relaxed)) +
            " io_uring_enter calls";
   }
 
