@@ -12,7 +12,16 @@
 // another thread that finds the ring thread asleep in io_uring_enter writes
 // the eventfd once (later Read()s see that a wake-up is on its way), and the
 // ring thread wakes with that read's completion. A Read() from the ring
-// thread itself, or while it is awake, costs a lock and a queue push.
+// thread itself, or while it is awake, costs a lock and a queue push. With
+// nothing in flight the ring thread first polls the queue for a while (see
+// kPolls), so that reads admitted on the consumer's thread still go out in
+// batches.
+//
+// Buffers: a buffered read gets its buffer from Slice::Allocate on the
+// caller's thread, and may complete right there (preadv2 RWF_NOWAIT, when
+// asked and not on the ring thread). A direct read gets its buffer on the
+// ring thread: a registered one (FixedBuffers) for 64 KiB..1 MiB when one
+// is free, else aligned memory from Slice::Allocate.
 //
 // Short reads and -EAGAIN are re-queued at once from where they stopped
 // (local_read.h's Advance decides; every engine reports the same errors).
@@ -24,6 +33,9 @@
 // waits); older kernels get a plain ring. The file is registered with the
 // ring (IOSQE_FIXED_FILE) when the kernel allows.
 //
+// Thread-safety: the Source is thread-safe. Inside, mu_ guards the queue and
+// the sleep/wake flags; the ring, its slots and the free-slot list belong
+// to the ring thread alone.
 // Lifetime: the ring thread holds a shared_ptr to the Ring. When a callback
 // drops the last reference to the source on the ring thread, Shutdown()
 // detaches instead of joining itself, and the thread frees the ring once it
