@@ -803,6 +803,12 @@ Result<std::shared_ptr<const PlanMap>> MakePlanMap(
     const std::vector<std::optional<Slice>>& hits, PlannerOptions o,
     Delivery delivery, uint64_t budget_count, uint64_t budget_bytes,
     const std::string& name) {
+  // A coalesced read or a split part larger than the byte budget would be
+  // admitted alone and exceed it; only a requested range may do that.
+  o.max_merged_bytes = std::min(o.max_merged_bytes, budget_bytes);
+  if (o.split_bytes != PlannerOptions::kNoSplit) {
+    o.split_bytes = std::min(o.split_bytes, o.max_merged_bytes);
+  }
   std::vector<ByteRange> misses;
   if (!hits.empty()) {
     for (size_t i = 0; i < ranges.size(); ++i) {

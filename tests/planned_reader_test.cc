@@ -254,6 +254,27 @@ TEST_P(PlannedReaderTest, PeakRetainedStaysWithinTheBudget) {
   EXPECT_LE(ls.peak_in_flight, 2u);
 }
 
+TEST_P(PlannedReaderTest, CoalescedReadsStayWithinTheByteBudget) {
+  auto source = testing::GatedSource::Make(
+      "gated", 1 << 20, testing::GatedSource::Mode::kPassInline);
+  Options o = PlannedOptions(PlannerOptions::Local());
+  o.response_budget_bytes = 1000;
+  auto reader = Reader::Open(source, o);
+  ASSERT_TRUE(reader.ok());
+  std::vector<ByteRange> ranges;
+  for (uint64_t i = 0; i < 20; ++i) ranges.push_back({i * 100, 100});
+  auto stream = reader->ReadRanges(ranges, GetParam());
+  ASSERT_TRUE(stream.ok());
+  DrainResult d = Drain(*stream, ranges, testing::PatternByteAt);
+  ASSERT_TRUE(d.status.ok()) << d.status.ToString();
+  EXPECT_EQ(d.bad_bytes, 0u);
+  for (const ByteRange& r : source->started_ranges()) {
+    EXPECT_LE(r.length, 1000u) << r.ToString();
+  }
+  EXPECT_LT(source->reads_started(), ranges.size());  // still coalesced
+  EXPECT_LE(reader->limiter()->GetStats().peak_retained_bytes, 1000u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Delivery, PlannedReaderTest,
                          ::testing::Values(Delivery::kOrdered,
                                            Delivery::kAsCompleted),

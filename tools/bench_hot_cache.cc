@@ -1,6 +1,7 @@
 // hot-cache — scheduling overhead (BENCHMARKS.md): 51,200 non-coalescing
-// 4 KiB ranges at C = 64 from memory and from a file in the page cache,
-// against bare memcpy and bare pread loops over the same ranges.
+// 4 KiB ranges at C = 64 from memory and from a file in the page cache
+// (through the pread pool and through io_uring), against bare memcpy and
+// bare pread loops over the same ranges.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -218,8 +219,9 @@ Result<Report> RunHotCache(const BenchOptions& options) {
       {"memcpy_buffers", 2 * kConcurrency},
       {"consumer",
        "releases each range unread; checks the first byte of every 1024th"}};
-  const char* names[] = {"memcpy",      "memcpy-one-buffer", "pread",
-                         "memory-copy", "memory-zero-copy",  "page-cache"};
+  const char* names[] = {"memcpy",          "memcpy-one-buffer", "pread",
+                         "memory-copy",     "memory-zero-copy",  "page-cache",
+                         "page-cache-uring"};
   for (const char* n : names) rep.rows.push_back({n, {}, kRanges, {}, {}, {}});
 
   Status failure;
@@ -246,8 +248,17 @@ Result<Report> RunHotCache(const BenchOptions& options) {
         ms = ThroughRangeio(MakeMemorySource("memory", buffer, true), ranges,
                             &v, &st);
         break;
-      case 5: {
-        auto file = OpenLocalFile(path, {kConcurrency, true});
+      case 5:
+      case 6: {
+        // page-cache: the pread pool, each cached read done inline by the
+        // consumer's thread. page-cache-uring: io_uring with no inline
+        // attempt, so the ring thread does the copies while the consumer's
+        // thread runs the stream.
+        LocalFileOptions lo;
+        lo.threads = kConcurrency;
+        lo.engine = k == 5 ? LocalEngine::kPread : LocalEngine::kUring;
+        lo.try_inline = k == 5;
+        auto file = OpenLocalFile(path, lo);
         if (!file.ok()) {
           failure = file.status();
           return;

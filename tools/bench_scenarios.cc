@@ -20,8 +20,44 @@ const Row* Report::Find(const std::string& strategy) const {
   return nullptr;
 }
 
+const IoRow* Report::FindIo(const std::string& strategy,
+                            uint64_t block_size) const {
+  for (const IoRow& r : io_rows) {
+    if (r.strategy == strategy && r.block_size == block_size) return &r;
+  }
+  return nullptr;
+}
+
+namespace {
+
+std::string SizeName(uint64_t bytes) {
+  if (bytes % (1 << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  if (bytes % (1 << 10) == 0) return std::to_string(bytes >> 10) + " KiB";
+  return std::to_string(bytes) + " B";
+}
+
+void PrintIoRows(const std::vector<IoRow>& rows) {
+  std::printf("%-18s %8s %10s %10s %10s %10s %14s %9s  %s\n", "strategy",
+              "block", "iops", "mib_per_s", "p50_us", "p99_us",
+              "cpu_s_per_100k", "reads", "engine");
+  for (const IoRow& r : rows) {
+    std::printf("%-18s %8s %10.0f %10.1f %10.0f %10.0f %14.3f %9llu  %s\n",
+                r.strategy.c_str(), SizeName(r.block_size).c_str(), r.iops(),
+                r.mib_per_s(), r.p50_us, r.p99_us, r.cpu_s_per_100k(),
+                static_cast<unsigned long long>(r.reads), r.note.c_str());
+  }
+}
+
+}  // namespace
+
 void Report::Print() const {
   std::printf("\n== %s  %s\n", scenario.c_str(), config.dump().c_str());
+  if (!io_rows.empty()) {
+    PrintIoRows(io_rows);
+    for (const std::string& l : lines) std::printf("%s\n", l.c_str());
+    std::fflush(stdout);
+    return;
+  }
   std::printf("%-18s %12s %14s %9s %10s %14s %14s\n", "strategy", "elapsed_ms",
               "ranges_per_s", "vs", "min..max", "peak_inflight",
               "peak_retained");
@@ -80,6 +116,19 @@ nlohmann::json Report::ToJson() const {
   j["scenario"] = scenario;
   j["config"] = config;
   j["rows"] = nlohmann::json::array();
+  for (const IoRow& r : io_rows) {
+    j["rows"].push_back({{"strategy", r.strategy},
+                         {"block_size", r.block_size},
+                         {"iops", r.iops()},
+                         {"mib_per_s", r.mib_per_s()},
+                         {"p50_us", r.p50_us},
+                         {"p99_us", r.p99_us},
+                         {"cpu_s_per_100k", r.cpu_s_per_100k()},
+                         {"reads", r.reads},
+                         {"seconds", r.seconds},
+                         {"cpu_seconds", r.cpu_seconds},
+                         {"engine", r.note}});
+  }
   const Row* base = baseline.empty() ? nullptr : Find(baseline);
   for (const Row& r : rows) {
     nlohmann::json row = {{"strategy", r.strategy},

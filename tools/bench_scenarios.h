@@ -32,10 +32,34 @@ struct Row {
   double ranges_per_s() const { return ranges / (elapsed_ms() / 1000.0); }
 };
 
+// One row of an I/O scenario (local): rates, latency and CPU of one
+// strategy at one block size.
+struct IoRow {
+  std::string strategy;
+  uint64_t block_size = 0;
+  uint64_t reads = 0;
+  double seconds = 0;
+  double p50_us = 0;
+  double p99_us = 0;
+  double cpu_seconds = 0;  // user + system, all threads (or fio's report)
+  std::string note;        // e.g. the engine's Describe()
+
+  double iops() const {
+    return seconds > 0 ? static_cast<double>(reads) / seconds : 0;
+  }
+  double mib_per_s() const {
+    return iops() * static_cast<double>(block_size) / (1 << 20);
+  }
+  double cpu_s_per_100k() const {
+    return reads > 0 ? cpu_seconds / static_cast<double>(reads) * 100'000 : 0;
+  }
+};
+
 struct Report {
   std::string scenario;
   nlohmann::json config;
   std::vector<Row> rows;
+  std::vector<IoRow> io_rows;  // I/O scenarios print these instead of rows
   std::optional<double> lower_bound_ms;  // straggler only
   std::string baseline;            // strategy that the "vs" column divides by
   std::vector<std::string> lines;  // verdict lines printed under the table
@@ -45,6 +69,11 @@ struct Report {
   void AddVerdict(bool ok, const std::string& what) {
     lines.push_back(std::string(ok ? "  PASS  " : "  MISS  ") + what);
   }
+  // Adds "SKIP what: why" under the table (a target that was not measured).
+  void AddSkipped(const std::string& what, const std::string& why) {
+    lines.push_back("  SKIP  " + what + ": " + why);
+  }
+  const IoRow* FindIo(const std::string& strategy, uint64_t block_size) const;
   void Print() const;
   void PrintExtra() const;  // the rows' `extra` figures, one column each
   nlohmann::json ToJson() const;
@@ -52,7 +81,8 @@ struct Report {
 
 struct BenchOptions {
   int rounds = 5;
-  std::string file;  // hot-cache: the test file (created if missing)
+  std::string file;        // hot-cache: the test file (created if missing)
+  std::string local_file;  // local: the test file (created if missing)
 };
 
 // Each round runs `run(strategy index)` for every strategy, in an order that
@@ -67,5 +97,6 @@ void Rounds(int rounds, size_t strategies, Run run) {
 Result<Report> RunStraggler(const BenchOptions& options);
 Result<Report> RunHotCache(const BenchOptions& options);
 Result<Report> RunCoalesce(const BenchOptions& options);
+Result<Report> RunLocal(const BenchOptions& options);
 
 }  // namespace rangeio::bench

@@ -8,15 +8,21 @@
 
 namespace rangeio::cli {
 
-Status Cat(const std::string& path, const std::vector<std::string>& range_args,
-           const Options& options) {
+Status Cat(const std::string& url_or_path,
+           const std::vector<std::string>& range_args, const Options& options,
+           SourceOptions source_options) {
   std::vector<ByteRange> ranges;
   ranges.reserve(range_args.size());
   for (const std::string& a : range_args) {
     RANGEIO_ASSIGN_OR_RETURN(ByteRange r, ByteRange::Parse(a));
     ranges.push_back(r);
   }
-  RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::OpenFile(path, options));
+  RANGEIO_RETURN_NOT_OK(options.Validate());
+  // Like Reader::OpenFile: one pread thread or ring slot per read in flight.
+  source_options.local.threads = options.io_concurrency;
+  RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> source,
+                           OpenSource(url_or_path, source_options));
+  RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(source, options));
   RANGEIO_ASSIGN_OR_RETURN(RangeStream stream,
                            reader.ReadRanges(ranges, Delivery::kOrdered));
   for (;;) {
@@ -29,6 +35,8 @@ Status Cat(const std::string& path, const std::vector<std::string>& range_args,
   }
   if (std::fflush(stdout) != 0)
     return Status::FromErrno(errno, "writing to stdout");
+  std::fprintf(stderr, "rangeio cat: read '%s' with %s\n",
+               source->name().c_str(), source->Describe().c_str());
   return Status::OK();
 }
 

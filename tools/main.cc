@@ -30,7 +30,8 @@ int RunBench(const std::vector<std::string>& scenarios,
   for (const std::string& s : scenarios) {
     auto rep = s == "straggler"   ? rangeio::bench::RunStraggler(bo)
                : s == "hot-cache" ? rangeio::bench::RunHotCache(bo)
-                                  : rangeio::bench::RunCoalesce(bo);
+                                  : s == "coalesce" ? rangeio::bench::RunCoalesce(bo)
+                                  : rangeio::bench::RunLocal(bo);
     if (!rep.ok()) return Fail("bench " + s, rep.status());
     rep->Print();
     all.push_back(rep->ToJson());
@@ -59,14 +60,23 @@ int main(int argc, char** argv) {
   std::string path;
   std::vector<std::string> ranges;
   std::vector<std::string> opts;
+  rangeio::SourceOptions source_options;
   CLI::App* cat = app.add_subcommand(
       "cat", "Write byte ranges of a file to stdout, in the order given");
-  cat->add_option("path", path, "File to read")->required();
+  cat->add_option("path", path, "File to read: a path or a file:// URL")
+      ->required();
   cat->add_option("--range,-r", ranges, "OFFSET:LENGTH in bytes (repeatable)")
       ->required();
   cat->add_option(
       "--option,-o", opts,
       "Reader option key=value, e.g. read-thread-num=16 (repeatable)");
+  std::string engine = "auto";
+  cat->add_option("--engine", engine,
+                  "How to read a local file: auto (io_uring, or the pread "
+                  "pool where io_uring is refused), pread, uring")
+      ->check(CLI::IsMember({"auto", "pread", "uring"}));
+  cat->add_flag("--direct", source_options.local.direct,
+                "Read a local file with O_DIRECT (bypass the page cache)");
 
   rangeio::bench::BenchOptions bo;
   std::string json_path;
@@ -88,6 +98,14 @@ int main(int argc, char** argv) {
       "hot-cache", "Scheduling overhead vs bare memcpy and pread");
   CLI::App* coalesce = bench->add_subcommand(
       "coalesce", "Planner presets none, local, object-store on posting lists");
+  CLI::App* local = bench->add_subcommand(
+      "local",
+      "A real disk: pread pool vs io_uring, buffered vs O_DIRECT, and fio");
+  local->add_option("--json", json_path,
+                    "Also write the figures as JSON to this file");
+  local->add_option("--file", bo.local_file,
+                    "Test file of 2 GiB (created if missing or of another "
+                    "size; default $TMPDIR/rangeio-local.bin)");
   for (CLI::App* sub : {straggler, hot, coalesce}) {
     sub->add_option("--json", json_path,
                     "Also write the figures as JSON to this file");
@@ -102,13 +120,20 @@ int main(int argc, char** argv) {
   if (cat->parsed()) {
     auto options = ParseOptions(opts);
     if (!options.ok()) return Fail("cat", options.status());
-    rangeio::Status st = rangeio::cli::Cat(path, ranges, *options);
+    auto local_engine = rangeio::ParseLocalEngine(engine);
+    if (!local_engine.ok()) return Fail("cat", local_engine.status());
+    source_options.local.engine = *local_engine;
+    rangeio::Status st =
+        rangeio::cli::Cat(path, ranges, *options, source_options);
     return st.ok() ? 0 : Fail("cat", st);
   }
   std::vector<std::string> scenarios;
   if (straggler->parsed()) scenarios.push_back("straggler");
   if (hot->parsed()) scenarios.push_back("hot-cache");
   if (coalesce->parsed()) scenarios.push_back("coalesce");
-  if (scenarios.empty()) scenarios = {"straggler", "hot-cache", "coalesce"};
+  if (local->parsed()) scenarios.push_back("local");
+  if (scenarios.empty()) {
+    scenarios = {"straggler", "hot-cache", "coalesce", "local"};
+  }
   return RunBench(scenarios, bo, json_path);
 }

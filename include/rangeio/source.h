@@ -5,7 +5,7 @@
 // by calling the sink exactly once, from any thread, possibly before Read()
 // returns (memory, page-cache hits: the fast path, not a special case). A
 // backend never blocks the caller of Read() on I/O: it owns whatever threads
-// it needs (a pread pool, a timer thread, ...).
+// it needs (a pread pool, an io_uring completion thread, a timer thread, ...).
 //
 // Thread-safety: every method may be called concurrently from any thread.
 // Lifetime: a Source outlives every Read it accepted (the scheduler holds a
@@ -78,6 +78,12 @@ class Source {
     (void)out;
     return 0;
   }
+
+  // One line for people and logs: which backend serves this source, how it
+  // is set up, and why when it is not the one that was asked for (e.g.
+  // "pread pool, 64 threads, buffered; io_uring unavailable: ..."). May
+  // include running counters. The default says nothing (empty).
+  virtual std::string Describe() const { return {}; }
 };
 
 // --- Backends -------------------------------------------------------------
@@ -89,20 +95,80 @@ class Source {
 std::shared_ptr<Source> MakeMemorySource(std::string name, Slice data,
                                          bool zero_copy = true);
 
-struct LocalFileOptions {
-  // Threads in the pread pool: the number of preads that can block at once.
-  // Sized like the limiter's io_concurrency (Reader::Open passes it); more
-  // threads than in-flight reads would only sleep. Valid 1..4096.
-  uint32_t threads = 64;
-  // Try each read inline with preadv2(RWF_NOWAIT) first: a page-cache hit
-  // then completes on the calling thread with no hand-off; a miss (EAGAIN)
-  // goes to the pool. Measured by `rangeio bench hot-cache` (page-cache row).
-  bool try_inline = true;
+// How a local file is read.
+enum class LocalEngine {
+  kAuto,   // the measured default (kDefaultLocalEngine), falling back to the
+           // pread pool when io_uring cannot be set up
+  kPread,  // pread on a pool of blocking threads
+  kUring,  // io_uring: one ring and one completion thread per open file
 };
 
-// A local file read with pread on a thread pool. Fails before any read with
-// NotFound / PermissionDenied / InvalidArgument (a directory) naming `path`.
+// "auto", "pread", "uring".
+std::string_view LocalEngineName(LocalEngine engine);
+// The inverse of LocalEngineName; InvalidArgument naming `name` and the
+// valid names otherwise.
+Result<LocalEngine> ParseLocalEngine(std::string_view name);
+
+struct LocalFileOptions {
+  // Reads this source runs at once: the threads of the pread pool (each
+  // blocks in one pread), or the queue depth of the io_uring ring (reads in
+  // the kernel at once; more wait in the source's queue). Sized like the
+  // limiter's io_concurrency (Reader::OpenFile passes it); more would only
+  // sit idle. Valid 1..4096.
+  uint32_t threads = 64;
+  // Try each buffered read inline with preadv2(RWF_NOWAIT) first: a
+  // page-cache hit then completes on the calling thread with no hand-off; a
+  // miss (EAGAIN) goes to the pool or the ring. Never with `direct` (a
+  // direct read has no cache to hit; it would block the caller).
+  // Measured by `rangeio bench hot-cache` (rows page-cache and
+  // page-cache-uring) and `rangeio bench local` (rows pread and uring).
+  bool try_inline = true;
+  // The engine. kAuto resolves to kDefaultLocalEngine; if that is io_uring
+  // and the kernel refuses a ring (EPERM under a seccomp filter or with
+  // kernel.io_uring_disabled, ENOSYS on kernels before 5.1, ENOMEM under a
+  // tight RLIMIT_MEMLOCK), the file is read with the pread pool instead and
+  // Describe() says why. An explicit kUring fails to open instead, naming
+  // the cause: asking for io_uring never silently gives something slower.
+  LocalEngine engine = LocalEngine::kAuto;
+  // Open with O_DIRECT: reads bypass the page cache and go to the device in
+  // buffers aligned to its direct-I/O alignment (statx STATX_DIOALIGN).
+  // Each range is widened to aligned bounds, read whole, and handed back as
+  // a sub-slice of that buffer (no copy); the buffer may hold up to two
+  // alignment blocks more than the range, beyond the response budget's
+  // count. With io_uring, reads of 64 KiB..1 MiB go into registered
+  // buffers when one is free (pinned once instead of on every read: +70%
+  // bandwidth at 1 MiB here): up to `threads` buffers of 1 MiB, pinned
+  // while the file is open or a caller holds a slice of one. Opening fails
+  // with InvalidArgument naming the file when its file system does not
+  // support O_DIRECT. Default false: a buffered read that hits the page
+  // cache costs ~1 us, a direct read always goes to the device.
+  bool direct = false;
+};
+
+// The engine kAuto picks: io_uring. Measured with `rangeio bench local` and
+// `rangeio bench hot-cache` on this project's 2-core VM (README, "Measured
+// figures"): see kDefaultLocalEngine's definition in local_file.cc for the
+// figures.
+extern const LocalEngine kDefaultLocalEngine;
+
+// A local file read by the engine `options` chooses. Fails before any read
+// with NotFound / PermissionDenied / InvalidArgument (a directory, a bad
+// option, O_DIRECT unsupported) naming `path`.
 Result<std::shared_ptr<Source>> OpenLocalFile(
     const std::string& path, const LocalFileOptions& options = {});
+
+// Options of every backend OpenSource may choose; each uses its own member.
+struct SourceOptions {
+  LocalFileOptions local;  // plain paths and file:// URLs
+};
+
+// Opens a source by URL or path, the one place names become backends:
+// - a plain path ("data/a.bin", "/tmp/a.bin"): a local file;
+// - "file:///abs/path" or "file://localhost/abs/path": a local file, with
+//   %XX escapes decoded ("file:///a%20b" is "/a b").
+// Any other scheme, a file:// URL naming another host, a relative or empty
+// file:// path, or a bad escape is InvalidArgument naming the URL.
+Result<std::shared_ptr<Source>> OpenSource(std::string_view url_or_path,
+                                           const SourceOptions& options = {});
 
 }  // namespace rangeio
