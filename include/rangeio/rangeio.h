@@ -2,6 +2,7 @@
 #pragma once
 
 #include "rangeio/byte_range.h"  // IWYU pragma: export
+#include "rangeio/http.h"        // IWYU pragma: export
 #include "rangeio/limiter.h"     // IWYU pragma: export
 #include "rangeio/options.h"     // IWYU pragma: export
 #include "rangeio/reader.h"      // IWYU pragma: export
