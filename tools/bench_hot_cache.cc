@@ -218,7 +218,8 @@ Result<Report> RunHotCache(const BenchOptions& options) {
        "releases each range unread; checks the first byte of every 1024th"}};
   const char* names[] = {"memcpy",      "memcpy-one-buffer", "pread",
                          "memory-copy", "memory-zero-copy",  "page-cache"};
-  for (const char* n : names) rep.rows.push_back({n, {}, kRanges, {}, {}, {}});
+  for (const char* n : names)
+    rep.rows.push_back({n, {}, kRanges, {}, {}, {}, {}});
 
   Status failure;
   Rounds(options.rounds, std::size(names), [&](size_t k) {

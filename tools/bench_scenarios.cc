@@ -47,8 +47,39 @@ void Report::Print() const {
         "%-18s %12.2f %14.0f\n", "lower-bound", *lower_bound_ms,
         rows.empty() ? 0.0 : rows[0].ranges / (*lower_bound_ms / 1000.0));
   }
+  PrintExtra();
   for (const std::string& l : lines) std::printf("%s\n", l.c_str());
   std::fflush(stdout);
+}
+
+void Report::PrintExtra() const {
+  std::vector<std::string> keys;  // in the order the rows first give them
+  for (const Row& r : rows) {
+    if (!r.extra.is_object()) continue;
+    for (const auto& [k, v] : r.extra.items()) {
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
+        keys.push_back(k);
+      }
+    }
+  }
+  if (keys.empty()) return;
+  std::printf("%-18s", "strategy");
+  for (const std::string& k : keys) std::printf(" %14s", k.c_str());
+  std::printf("\n");
+  for (const Row& r : rows) {
+    std::printf("%-18s", r.strategy.c_str());
+    for (const std::string& k : keys) {
+      const bool has = r.extra.is_object() && r.extra.contains(k);
+      if (has && r.extra[k].is_number_float()) {
+        std::printf(" %14.2f", r.extra[k].get<double>());
+      } else if (has) {
+        std::printf(" %14s", r.extra[k].dump().c_str());
+      } else {
+        std::printf(" %14s", "-");
+      }
+    }
+    std::printf("\n");
+  }
 }
 
 nlohmann::json Report::ToJson() const {
@@ -69,6 +100,7 @@ nlohmann::json Report::ToJson() const {
         r.peak_retained ? nlohmann::json(*r.peak_retained) : nlohmann::json();
     if (lower_bound_ms) row["lower_bound_ms"] = *lower_bound_ms;
     if (base) row["vs_" + baseline] = r.ranges_per_s() / base->ranges_per_s();
+    if (r.extra.is_object()) row.update(r.extra);
     j["rows"].push_back(row);
   }
   j["verdicts"] = lines;

@@ -24,6 +24,9 @@ struct Row {
   std::optional<uint64_t> peak_inflight;
   std::optional<uint64_t> peak_retained;
   std::string note;
+  // Scenario-specific figures (bench http: reads_per_s, p50_ms, ...):
+  // printed as a second table and merged into the row's JSON.
+  nlohmann::json extra;
 
   double elapsed_ms() const;  // median of the rounds
   double ranges_per_s() const { return ranges / (elapsed_ms() / 1000.0); }
@@ -43,12 +46,19 @@ struct Report {
     lines.push_back(std::string(ok ? "  PASS  " : "  MISS  ") + what);
   }
   void Print() const;
+  // The rows' `extra` figures as a second table (nothing when none has any).
+  void PrintExtra() const;
   nlohmann::json ToJson() const;
 };
 
 struct BenchOptions {
   int rounds = 5;
   std::string file;  // hot-cache: the test file (created if missing)
+  // http: the object through the latency proxy, and through a no-latency
+  // listener (optional); default $RANGEIO_BENCH_HTTP_URL and
+  // $RANGEIO_BENCH_HTTP_CAPACITY_URL.
+  std::string url;
+  std::string capacity_url;
 };
 
 // Each round runs `run(strategy index)` for every strategy, in an order that
@@ -62,5 +72,6 @@ void Rounds(int rounds, size_t strategies, Run run) {
 
 Result<Report> RunStraggler(const BenchOptions& options);
 Result<Report> RunHotCache(const BenchOptions& options);
+Result<Report> RunHttp(const BenchOptions& options);
 
 }  // namespace rangeio::bench

@@ -29,6 +29,7 @@ int RunBench(const std::vector<std::string>& scenarios,
   nlohmann::json all = nlohmann::json::array();
   for (const std::string& s : scenarios) {
     auto rep = s == "straggler" ? rangeio::bench::RunStraggler(bo)
+               : s == "http"    ? rangeio::bench::RunHttp(bo)
                                 : rangeio::bench::RunHotCache(bo);
     if (!rep.ok()) return Fail("bench " + s, rep.status());
     rep->Print();
@@ -85,7 +86,18 @@ int main(int argc, char** argv) {
       "straggler", "The chunk barrier: chunked vs rolling");
   CLI::App* hot = bench->add_subcommand(
       "hot-cache", "Scheduling overhead vs bare memcpy and pread");
-  for (CLI::App* sub : {straggler, hot}) {
+  CLI::App* http = bench->add_subcommand(
+      "http",
+      "100 KiB ranges at C=64 through a 24 ms latency proxy: rangeio vs "
+      "direct libcurl (needs tests/servers/run_servers.sh or --url)");
+  http->add_option("--url", bo.url,
+                   "Large object served through the latency proxy (default "
+                   "$RANGEIO_BENCH_HTTP_URL)");
+  http->add_option("--capacity-url", bo.capacity_url,
+                   "The same object through a no-latency proxy listener, to "
+                   "measure the proxy (default "
+                   "$RANGEIO_BENCH_HTTP_CAPACITY_URL)");
+  for (CLI::App* sub : {straggler, hot, http}) {
     sub->add_option("--json", json_path,
                     "Also write the figures as JSON to this file");
     sub->add_option("--rounds", bo.rounds,
@@ -105,6 +117,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> scenarios;
   if (straggler->parsed()) scenarios.push_back("straggler");
   if (hot->parsed()) scenarios.push_back("hot-cache");
+  if (http->parsed()) scenarios.push_back("http");
   if (scenarios.empty()) scenarios = {"straggler", "hot-cache"};
   return RunBench(scenarios, bo, json_path);
 }

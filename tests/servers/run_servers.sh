@@ -23,6 +23,7 @@
 #   RANGEIO_TEST_PROXY_CONTROL    http://127.0.0.1:PORT (faultproxy API)
 #   RANGEIO_BENCH_HTTP_URL        bench.bin through the 24 ms listener
 #   RANGEIO_BENCH_HTTP_CAPACITY_URL  bench.bin through the no-latency one
+#   RANGEIO_BENCH_PROXY_PIDS      the 24 ms listener's processes (CPU cost)
 # stop: ends the processes that start recorded in STATE_DIR/pids.
 set -euo pipefail
 
@@ -152,7 +153,10 @@ start() {
   start_proxy "$state" proxy-bench --listen 0 --upstream "127.0.0.1:$NGINX_PORT" \
     --latency '{"kind":"lognormal","median_ms":24,"sigma":0.3}' \
     --workers "$BENCH_PROXY_WORKERS"
-  local bench=$PROXY_PORT
+  local bench=$PROXY_PORT bench_pids
+  # The bench listener's processes (primary and workers): `rangeio bench
+  # http` reads their CPU time to measure what the proxy costs per request.
+  bench_pids="$(tail -n1 "$state/pids") $(pgrep -P "$(tail -n1 "$state/pids")" | tr '\n' ' ')"
   start_proxy "$state" proxy-capacity --listen 0 --upstream "127.0.0.1:$NGINX_PORT" \
     --latency '{"kind":"none"}' --workers "$BENCH_PROXY_WORKERS"
   local capacity=$PROXY_PORT
@@ -167,6 +171,7 @@ export RANGEIO_TEST_S3_BUCKET=$BUCKET
 export RANGEIO_TEST_PROXY_CONTROL=http://127.0.0.1:$control
 export RANGEIO_BENCH_HTTP_URL=http://127.0.0.1:$bench/bench.bin
 export RANGEIO_BENCH_HTTP_CAPACITY_URL=http://127.0.0.1:$capacity/bench.bin
+export RANGEIO_BENCH_PROXY_PIDS="${bench_pids% }"
 EOF
   cat "$state/servers.env"
 }
