@@ -293,14 +293,20 @@ TEST(HttpOpenTest, RejectsBadUrlsBeforeAnyIo) {
             StatusCode::kInvalidArgument);
 }
 
-TEST(HttpOpenTest, NameHidesAUrlPassword) {
-  auto src = OpenHttpSource("http://user:hunter2@127.0.0.1:1/data.bin");
+TEST(HttpOpenTest, NameAndErrorsHideAUrlPassword) {
+  HttpOptions o;
+  o.max_attempts = 1;
+  auto src = OpenHttpSource("http://user:hunter2@127.0.0.1:1/data.bin", o);
   ASSERT_TRUE(src.ok()) << src.status().ToString();
   EXPECT_THAT((*src)->name(), Not(HasSubstr("hunter2")));
   EXPECT_THAT((*src)->name(), HasSubstr("127.0.0.1:1/data.bin"));
+  auto size = (*src)->Size();  // nothing listens on port 1
+  ASSERT_FALSE(size.ok());
+  EXPECT_THAT(size.status().message(), HasSubstr("127.0.0.1:1/data.bin"));
+  EXPECT_THAT(size.status().message(), Not(HasSubstr("hunter2")));
   auto stats = GetHttpStats(**src);
   ASSERT_TRUE(stats.ok());
-  EXPECT_EQ(stats->gets, 0u);  // opening sends nothing
+  EXPECT_EQ(stats->gets, 1u);  // the size probe; opening sent nothing
   auto mem = MakeMemorySource("mem", Slice());
   EXPECT_EQ(GetHttpStats(*mem).status().code(), StatusCode::kInvalidArgument);
 }

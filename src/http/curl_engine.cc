@@ -236,7 +236,7 @@ struct Transfer {
 
   // "GET <url>", and for S3 " (bucket 'b', key 'k')": what failed.
   std::string What() const {
-    return "GET " + target->url + target->S3Context();
+    return "GET " + target->shown_url + target->S3Context();
   }
   std::string RangeHeader() const {
     return "bytes=" + std::to_string(range.offset) + "-" +
@@ -625,6 +625,15 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
 
   void Launch(Transfer* t, uint64_t now) {
     t->waiting = false;
+    if (now >= t->deadline_ns) {
+      return Fail(
+          t,
+          Status::IoError(t->What() + ": the deadline of " +
+                          std::to_string(t->target->options.deadline.count()) +
+                          " ms passed before attempt " +
+                          std::to_string(t->attempt + 1)),
+          std::to_string(t->attempt) + " attempts");
+    }
     t->ResetAttempt(now);
     ++t->attempt;
     const uint64_t left_ms = (t->deadline_ns - now) / kNanosPerMs + 1;

@@ -66,8 +66,9 @@ struct HttpTarget {
   HttpTarget& operator=(const HttpTarget&) = delete;
   ~HttpTarget() { curl_slist_free_all(headers); }
 
-  std::string url;   // what is sent (percent-encoded)
-  std::string name;  // what errors and Source::name() call it: no secret
+  std::string url;   // what is sent (percent-encoded; may hold user:password)
+  std::string name;  // what Source::name() returns: no secret
+  std::string shown_url;  // `url` as errors show it: no user:password
   HttpOptions options;
   bool follow_redirects = true;  // off for S3 (a redirect breaks signing)
   bool path_as_is = false;       // on for S3: keys may hold "./" or "../"

@@ -208,6 +208,7 @@ Result<std::shared_ptr<Source>> OpenHttpSource(const std::string& url,
   RANGEIO_ASSIGN_OR_RETURN(std::string name, RedactedHttpUrl(url));
   auto target = std::make_shared<detail::HttpTarget>();
   target->url = url;
+  target->shown_url = name;
   target->name = std::move(name);
   target->options = options;
   if (options.size_hint) target->size = *options.size_hint;
@@ -244,6 +245,7 @@ Result<std::shared_ptr<Source>> OpenS3Source(const std::string& s3_url,
   const bool vhost =
       detail::UseVirtualHosted(options.addressing, *endpoint, loc.bucket);
   target->url = detail::S3ObjectUrl(*endpoint, loc, vhost);
+  target->shown_url = target->url;
   target->name = "s3://" + loc.bucket + "/" + loc.key;
   target->options = options.http;
   if (options.http.size_hint) target->size = *options.http.size_hint;
