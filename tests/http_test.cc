@@ -386,25 +386,51 @@ TEST(HttpServerTest, EncodedUrlOfAFileWithASpace) {
   EXPECT_TRUE(MatchesSeeded({kPatternBytes - 3, 3}, *bytes));
 }
 
-// A loopback port with nothing listening: bound, then closed.
-int DeadPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+TEST(HttpServerTest, TlsIsVerifiedByDefaultAndHttp2IsUsedWhereOffered) {
+  RANGEIO_NEED_SERVERS(s);
+  const std::string url = s.nginx_tls + "/pattern.bin";
+  // A self-signed certificate: refused unless the caller trusts it.
+  auto strict = OpenHttpSource(url, FastOptions());
+  ASSERT_TRUE(strict.ok());
+  auto refused = (*strict)->Size();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kIoError);
+  EXPECT_THAT(refused.status().message(), HasSubstr("certificate"));
+  EXPECT_EQ(GetHttpStats(**strict)->gets, 1u);  // not retried
+
+  HttpOptions trusted = FastOptions();
+  trusted.ca_file = s.tls_ca;
+  HttpOptions unverified = FastOptions();
+  unverified.verify_tls = false;
+  for (const HttpOptions& o : {trusted, unverified}) {
+    auto src = OpenHttpSource(url, o);
+    ASSERT_TRUE(src.ok());
+    auto size = (*src)->Size();
+    ASSERT_TRUE(size.ok()) << size.status().ToString();
+    EXPECT_EQ(*size, kPatternBytes);
+    CollectingSink sink;
+    for (uint64_t i = 0; i < 16; ++i) {
+      (*src)->Read({i * 60'000 + 3, 50'000}, &sink, i);
+    }
+    ASSERT_TRUE(sink.WaitFor(16, std::chrono::seconds(30)));
+    for (uint64_t i = 0; i < 16; ++i) {
+      auto d = sink.Get(i);
+      ASSERT_TRUE(d.bytes.ok()) << d.bytes.status().ToString();
+      EXPECT_TRUE(MatchesSeeded({i * 60'000 + 3, 50'000}, *d.bytes));
+    }
+    const HttpStats st = *GetHttpStats(**src);
+    EXPECT_EQ(st.http2_responses, 17u);  // nginx offers h2 over TLS
+    EXPECT_EQ(st.gets, 17u);
+  }
 }
 
 TEST(HttpNoServerTest, ServerDownIsAClearConnectionErrorWithinTheDeadline) {
   HttpOptions o = FastOptions();
   o.max_attempts = 4;
   o.deadline = std::chrono::milliseconds(5000);
-  const std::string url =
-      "http://127.0.0.1:" + std::to_string(DeadPort()) + "/x.bin";
+  // Port 1 (tcpmux) is privileged and unused: nothing listens there, and no
+  // test running in parallel can take it (a port picked free could be).
+  const std::string url = "http://127.0.0.1:1/x.bin";
   auto src = OpenHttpSource(url, o);
   ASSERT_TRUE(src.ok());
   const auto t0 = std::chrono::steady_clock::now();

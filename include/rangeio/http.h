@@ -149,7 +149,8 @@ struct HttpStats {
   uint64_t size_probes = 0;  // GETs of bytes=0-0 made by Size()
   uint64_t reads_ok = 0;     // Read()s completed with their bytes
   uint64_t reads_failed = 0;
-  uint64_t bytes = 0;  // body bytes received into read buffers
+  uint64_t bytes = 0;            // body bytes received into read buffers
+  uint64_t http2_responses = 0;  // answers that came over HTTP/2
   // Retries by the cause of the failed attempt.
   uint64_t retries_5xx = 0;             // HTTP 5xx other than 503 SlowDown
   uint64_t retries_throttled = 0;       // 429, 503 SlowDown / 503 (throttling)

@@ -701,9 +701,14 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
   }
 
   void AttemptEnded(Transfer* t, Attempt a, uint64_t now) {
+    long version = 0;
+    curl_easy_getinfo(t->easy, CURLINFO_HTTP_VERSION, &version);
+    const bool h2 = version == CURL_HTTP_VERSION_2_0;
     if (const uint64_t ttfb = TimeToFirstByteNanos(t->easy); ttfb > 0) {
-      t->target->stats.Update(
-          [ttfb](HttpStats& s) { s.time_to_first_byte.Record(ttfb); });
+      t->target->stats.Update([ttfb, h2](HttpStats& s) {
+        s.time_to_first_byte.Record(ttfb);
+        s.http2_responses += h2 ? 1 : 0;
+      });
     }
     if (a.status.ok()) {
       const uint64_t bytes = t->received;

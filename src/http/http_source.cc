@@ -191,6 +191,7 @@ std::string HttpStats::ToString() const {
          "\nreads_ok: " + std::to_string(reads_ok) +
          "\nreads_failed: " + std::to_string(reads_failed) +
          "\nbytes: " + std::to_string(bytes) +
+         "\nhttp2_responses: " + std::to_string(http2_responses) +
          "\nretries_5xx: " + std::to_string(retries_5xx) +
          "\nretries_throttled: " + std::to_string(retries_throttled) +
          "\nretries_connection: " + std::to_string(retries_connection) +

@@ -6,7 +6,8 @@
 #   tests/servers/run_servers.sh stop STATE_DIR
 #
 # start: runs, on free loopback ports, with everything under STATE_DIR:
-#   nginx            serving STATE_DIR/data (written by seed.js);
+#   nginx            serving STATE_DIR/data (written by seed.js), over
+#                    http and over https (self-signed, HTTP/2);
 #   s3rver           (pinned in package.json; `npm ci` here first; started by
 #                    s3rver_main.js) with the bucket rangeio-test holding the
 #                    seeded keys;
@@ -16,6 +17,9 @@
 # It prints `export NAME=VALUE` lines and writes them to STATE_DIR/servers.env:
 #   RANGEIO_TEST_NGINX            http://127.0.0.1:PORT (root: data dir)
 #   RANGEIO_TEST_NGINX_ROOT       the data dir (tests may add files)
+#   RANGEIO_TEST_NGINX_TLS        https://127.0.0.1:PORT (HTTP/2 offered,
+#                                 self-signed certificate)
+#   RANGEIO_TEST_TLS_CA           that certificate (PEM)
 #   RANGEIO_TEST_S3_ENDPOINT      http://127.0.0.1:PORT (s3rver)
 #   RANGEIO_TEST_S3_VHOST_ENDPOINT http://s3.localhost:PORT (for virtual-
 #                                 hosted style: BUCKET.s3.localhost)
@@ -75,20 +79,30 @@ wait_for_file() {
 }
 
 start_nginx() {
-  local state=$1 port pid user_line=""
+  local state=$1 port tls_port pid user_line=""
   mkdir -p "$state/nginx/tmp"
   [[ $(id -u) -eq 0 ]] && user_line="user root;"
+  # A self-signed certificate for the TLS server (valid 2 days): the tests
+  # check that it is refused by default and accepted given as the CA.
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
+    -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+    -keyout "$state/nginx/tls.key" -out "$state/nginx/tls.crt" 2>/dev/null
   for _ in 1 2 3 4 5; do
     port=$(free_port)
-    sed -e "s|@PORT@|$port|g" -e "s|@ROOT@|$state/data|g" \
+    tls_port=$(free_port)
+    sed -e "s|@PORT@|$port|g" -e "s|@TLS_PORT@|$tls_port|g" \
+      -e "s|@ROOT@|$state/data|g" -e "s|@CERT@|$state/nginx/tls.crt|g" \
+      -e "s|@KEY@|$state/nginx/tls.key|g" \
       -e "s|^daemon off;|daemon off;\n$user_line|" \
       "$HERE/nginx.conf.in" >"$state/nginx/nginx.conf"
     nginx -p "$state/nginx/" -c "$state/nginx/nginx.conf" \
       >"$state/nginx/stdout.log" 2>&1 &
     pid=$!
     echo "$pid" >>"$state/pids"
-    if wait_for_port "$port" "$pid" nginx 2>/dev/null; then
+    if wait_for_port "$port" "$pid" nginx 2>/dev/null &&
+      wait_for_port "$tls_port" "$pid" nginx 2>/dev/null; then
       NGINX_PORT=$port
+      NGINX_TLS_PORT=$tls_port
       return 0
     fi
   done
@@ -100,6 +114,7 @@ start_nginx() {
 start_s3rver() {
   local state=$1 pid
   mkdir -p "$state/s3"
+  : >"$state/s3rver.log"
   node "$HERE/s3rver_main.js" --dir "$state/s3" --port 0 --bucket "$BUCKET" \
     >"$state/s3rver.log" 2>&1 &
   pid=$!
@@ -119,6 +134,7 @@ start_s3rver() {
 start_proxy() {
   local state=$1 name=$2 pid
   shift 2
+  rm -f "$state/$name.port"
   node "$HERE/faultproxy.js" --port-file "$state/$name.port" "$@" \
     >"$state/$name.log" 2>&1 &
   pid=$!
@@ -140,6 +156,7 @@ start() {
   }
   mkdir -p "$state"
   state=$(cd "$state" && pwd)
+  stop "$state"  # whatever an earlier start left running there
   : >"$state/pids"
   # On any failure, stop what was started.
   trap 'stop "$state"' ERR
@@ -156,7 +173,7 @@ start() {
   local bench=$PROXY_PORT bench_pids
   # The bench listener's processes (primary and workers): `rangeio bench
   # http` reads their CPU time to measure what the proxy costs per request.
-  bench_pids="$(tail -n1 "$state/pids") $(pgrep -P "$(tail -n1 "$state/pids")" | tr '\n' ' ')"
+  bench_pids="$(tail -n1 "$state/pids") $(pgrep -P "$(tail -n1 "$state/pids")" | tr '\n' ' ' || true)"
   start_proxy "$state" proxy-capacity --listen 0 --upstream "127.0.0.1:$NGINX_PORT" \
     --latency '{"kind":"none"}' --workers "$BENCH_PROXY_WORKERS"
   local capacity=$PROXY_PORT
@@ -165,6 +182,8 @@ start() {
   cat >"$state/servers.env" <<EOF
 export RANGEIO_TEST_NGINX=http://127.0.0.1:$NGINX_PORT
 export RANGEIO_TEST_NGINX_ROOT=$state/data
+export RANGEIO_TEST_NGINX_TLS=https://127.0.0.1:$NGINX_TLS_PORT
+export RANGEIO_TEST_TLS_CA=$state/nginx/tls.crt
 export RANGEIO_TEST_S3_ENDPOINT=http://127.0.0.1:$S3_PORT
 export RANGEIO_TEST_S3_VHOST_ENDPOINT=http://s3.localhost:$S3_PORT
 export RANGEIO_TEST_S3_BUCKET=$BUCKET

@@ -31,6 +31,7 @@ std::string TestServers::S3HostPort() const { return HostPort(s3_endpoint); }
 std::optional<TestServers> TestServers::Get() {
   TestServers s{
       Env("RANGEIO_TEST_NGINX"),       Env("RANGEIO_TEST_NGINX_ROOT"),
+      Env("RANGEIO_TEST_NGINX_TLS"),   Env("RANGEIO_TEST_TLS_CA"),
       Env("RANGEIO_TEST_S3_ENDPOINT"), Env("RANGEIO_TEST_S3_VHOST_ENDPOINT"),
       Env("RANGEIO_TEST_S3_BUCKET"),   Env("RANGEIO_TEST_PROXY_CONTROL")};
   if (s.nginx.empty() || s.s3_endpoint.empty() || s.proxy_control.empty()) {

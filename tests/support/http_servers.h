@@ -25,6 +25,8 @@ namespace rangeio::testing {
 struct TestServers {
   std::string nginx;              // http://127.0.0.1:PORT
   std::string nginx_root;         // the directory nginx serves
+  std::string nginx_tls;          // https://127.0.0.1:PORT (HTTP/2 offered)
+  std::string tls_ca;             // its self-signed certificate (PEM)
   std::string s3_endpoint;        // http://127.0.0.1:PORT (s3rver)
   std::string s3_vhost_endpoint;  // http://s3.localhost:PORT
   std::string bucket;
