@@ -29,7 +29,7 @@
 namespace rangeio::bench {
 namespace {
 
-constexpr uint64_t kRangeBytes = 100 * 1024;
+constexpr uint64_t kRangeBytes = uint64_t{100} * 1024;
 constexpr uint32_t kConcurrency = 64;
 // 2,560 reads: about one second per round at the ~2,500 reads/s that 64
 // reads of 24 ms in flight allow, and 40 full windows of C.
@@ -360,7 +360,8 @@ Result<Report> RunHttp(const BenchOptions& options) {
                   "proxy: %ld worker processes x %.0f requests/s = %.2fx "
                   "rangeio's rate, given a core each; at rangeio's rate it "
                   "used %.0f%% of one core",
-                  workers, per_core, workers * cap, 100 / cap);
+                  workers, per_core, static_cast<double>(workers) * cap,
+                  100 / cap);
     rep.lines.push_back("  INFO  " + std::string(buf));
   }
   if (strategies.size() == 3) {

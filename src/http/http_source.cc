@@ -185,7 +185,9 @@ Status S3Options::Validate() const {
 }
 
 std::string HttpStats::ToString() const {
-  auto ms = [](uint64_t ns) { return std::to_string(ns / 1e6) + " ms"; };
+  auto ms = [](uint64_t ns) {
+    return std::to_string(static_cast<double>(ns) / 1e6) + " ms";
+  };
   return "gets: " + std::to_string(gets) + "\nheads: " + std::to_string(heads) +
          "\nsize_probes: " + std::to_string(size_probes) +
          "\nreads_ok: " + std::to_string(reads_ok) +

@@ -95,8 +95,10 @@ ProxyListener::ProxyListener(ProxyListener&& other) noexcept
 }
 
 ProxyListener::~ProxyListener() {
-  if (port_ != 0) {
+  if (port_ == 0) return;
+  try {
     (void)HttpCall("DELETE", control_ + "/listeners/" + std::to_string(port_));
+  } catch (...) {  // std::bad_alloc: the listener is then left to the proxy
   }
 }
 
