@@ -158,8 +158,10 @@ start() {
   state=$(cd "$state" && pwd)
   stop "$state"  # whatever an earlier start left running there
   : >"$state/pids"
-  # On any failure, stop what was started.
-  trap 'stop "$state"' ERR
+  # On any failure (set -e may exit from inside a helper function, where an
+  # ERR trap would not run), stop what was started.
+  STARTING=$state
+  trap 'rc=$?; ((rc == 0)) || stop "$STARTING"; exit "$rc"' EXIT
 
   start_nginx "$state"
   start_s3rver "$state"
@@ -177,7 +179,7 @@ start() {
   start_proxy "$state" proxy-capacity --listen 0 --upstream "127.0.0.1:$NGINX_PORT" \
     --latency '{"kind":"none"}' --workers "$BENCH_PROXY_WORKERS"
   local capacity=$PROXY_PORT
-  trap - ERR
+  trap - EXIT
 
   cat >"$state/servers.env" <<EOF
 export RANGEIO_TEST_NGINX=http://127.0.0.1:$NGINX_PORT
