@@ -60,7 +60,8 @@ Status PrepareObjects(const std::string& root) {
   FillSimulatedBytes(0, buf);
   auto write = [](const std::string& path, const std::byte* p, size_t n) {
     struct stat st {};
-    if (::stat(path.c_str(), &st) == 0 && static_cast<size_t>(st.st_size) == n) {
+    if (::stat(path.c_str(), &st) == 0 &&
+        static_cast<size_t>(st.st_size) == n) {
       return Status::OK();
     }
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -90,13 +91,22 @@ struct Outcome {
   LatencyHistogram latency;
 };
 
-enum class Layout { kDedicatedSame, kDedicatedMulti, kPackedSame, kPackedMulti };
+enum class Layout {
+  kDedicatedSame,
+  kDedicatedMulti,
+  kPackedSame,
+  kPackedMulti
+};
 const char* LayoutName(Layout l) {
   switch (l) {
-    case Layout::kDedicatedSame: return "dedicated-same";
-    case Layout::kDedicatedMulti: return "dedicated-multi";
-    case Layout::kPackedSame: return "packed-same";
-    case Layout::kPackedMulti: return "packed-multi";
+    case Layout::kDedicatedSame:
+      return "dedicated-same";
+    case Layout::kDedicatedMulti:
+      return "dedicated-multi";
+    case Layout::kPackedSame:
+      return "packed-same";
+    case Layout::kPackedMulti:
+      return "packed-multi";
   }
   return "?";
 }
@@ -106,16 +116,19 @@ bool Dedicated(Layout l) {
 
 // What caller t reads in its i-th read: (object, offset in it).
 struct Pick {
-  int object;      // dedicated: blob object; packed: source index
-  uint64_t offset; // within the object
-  int blob;        // for checking the bytes
+  int object;       // dedicated: blob object; packed: source index
+  uint64_t offset;  // within the object
+  int blob;         // for checking the bytes
 };
 Pick PickFor(Layout l, int t, std::mt19937_64& rng) {
   const int blob = static_cast<int>(rng() % kBlobs);
   switch (l) {
-    case Layout::kDedicatedSame: return {blob, 0, blob};
-    case Layout::kDedicatedMulti: return {t, 0, t};
-    case Layout::kPackedSame: return {0, blob * kBlobBytes, blob};
+    case Layout::kDedicatedSame:
+      return {blob, 0, blob};
+    case Layout::kDedicatedMulti:
+      return {t, 0, t};
+    case Layout::kPackedSame:
+      return {0, blob * kBlobBytes, blob};
     case Layout::kPackedMulti:
       return {t % kPackedSources, blob * kBlobBytes, blob};
   }
@@ -138,7 +151,7 @@ Result<Outcome> RunLibrary(Layout layout, BatchMode mode,
   bo.mode = mode;
   std::vector<std::shared_ptr<Source>> sources;
   std::vector<std::shared_ptr<BatchedReader>> handles;
-  const int n = Dedicated(layout) ? kBlobs
+  const int n = Dedicated(layout)                ? kBlobs
                 : layout == Layout::kPackedMulti ? kPackedSources
                                                  : 1;
   for (int i = 0; i < n; ++i) {
@@ -149,7 +162,8 @@ Result<Outcome> RunLibrary(Layout layout, BatchMode mode,
       url = base + "/blob-bench/blob-" + std::to_string(i) + ".bin";
       ho.size_hint = kBlobBytes;
     }
-    RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> s, OpenHttpSource(url, ho));
+    RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> s,
+                             OpenHttpSource(url, ho));
     RANGEIO_ASSIGN_OR_RETURN(Reader r, Reader::Open(s, o, limiter));
     RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<BatchedReader> b,
                              BatchedReader::Open(r, bo));
@@ -170,7 +184,8 @@ Result<Outcome> RunLibrary(Layout layout, BatchMode mode,
         const auto s = Clock::now();
         Result<Slice> r = handles[p.object]->Read({p.offset, kBlobBytes});
         lat.Record(static_cast<uint64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s)
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() -
+                                                                 s)
                 .count()));
         if (!r.ok() || !Check(r->data(), r->size(), p.blob)) ++wrong;
       }
@@ -196,10 +211,10 @@ Result<Outcome> RunLibrary(Layout layout, BatchMode mode,
   return out;
 }
 
-size_t Discard(char*, size_t size, size_t n, void* sink) {
+size_t Append(char* data, size_t size, size_t n, void* sink) {
   auto* v = static_cast<std::vector<std::byte>*>(sink);
-  const size_t old = v->size();
-  v->resize(old + size * n);
+  const auto* p = reinterpret_cast<const std::byte*>(data);
+  v->insert(v->end(), p, p + size * n);
   return size * n;
 }
 
@@ -229,12 +244,13 @@ Result<Outcome> RunDirect(Layout layout, const std::string& base) {
         body.clear();
         curl_easy_setopt(easy, CURLOPT_URL, url.c_str());
         curl_easy_setopt(easy, CURLOPT_RANGE, range.c_str());
-        curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, Discard);
+        curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, Append);
         curl_easy_setopt(easy, CURLOPT_WRITEDATA, &body);
         const auto s = Clock::now();
         const CURLcode rc = curl_easy_perform(easy);
         lat.Record(static_cast<uint64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s)
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() -
+                                                                 s)
                 .count()));
         ++gets;
         long status = 0;
@@ -264,8 +280,8 @@ Result<Outcome> RunDirect(Layout layout, const std::string& base) {
 }  // namespace
 
 Result<Report> RunBlob(const BenchOptions& options) {
-  std::string url = options.url.empty() ? EnvOr("RANGEIO_BENCH_HTTP_URL")
-                                        : options.url;
+  std::string url =
+      options.url.empty() ? EnvOr("RANGEIO_BENCH_HTTP_URL") : options.url;
   const std::string root = EnvOr("RANGEIO_TEST_NGINX_ROOT");
   if (url.empty() || root.empty()) {
     return Status::InvalidArgument(
@@ -303,8 +319,12 @@ Result<Report> RunBlob(const BenchOptions& options) {
   for (Layout l : layouts) {
     for (int m = 0; m < 3; ++m) {
       cells.push_back({l, m, {}, {}});
-      Row row{std::string(LayoutName(l)) + "/" + modes[m], {},
-              static_cast<uint64_t>(kCallers) * kReadsPerCaller, {}, {}, {}};
+      Row row{std::string(LayoutName(l)) + "/" + modes[m],
+              {},
+              static_cast<uint64_t>(kCallers) * kReadsPerCaller,
+              {},
+              {},
+              {}};
       rep.rows.push_back(row);
     }
   }
@@ -312,12 +332,12 @@ Result<Report> RunBlob(const BenchOptions& options) {
   Rounds(options.rounds, cells.size(), [&](size_t k) {
     if (!failure.ok()) return;
     Cell& c = cells[k];
-    Result<Outcome> o =
-        c.mode == 2 ? RunDirect(c.layout, base)
-                    : RunLibrary(c.layout,
-                                 c.mode == 0 ? BatchMode::kSerialized
-                                             : BatchMode::kDispatched,
-                                 base);
+    Result<Outcome> o = c.mode == 2
+                            ? RunDirect(c.layout, base)
+                            : RunLibrary(c.layout,
+                                         c.mode == 0 ? BatchMode::kSerialized
+                                                     : BatchMode::kDispatched,
+                                         base);
     if (!o.ok()) {
       failure = o.status();
       return;
@@ -352,7 +372,8 @@ Result<Report> RunBlob(const BenchOptions& options) {
                {"physical_bytes", c.total.physical_bytes},
                {"logical_bytes", c.total.logical_bytes}};
     one_get = one_get && c.total.gets == c.total.reads && c.total.heads == 0;
-    bytes_equal = bytes_equal && c.total.physical_bytes == c.total.logical_bytes;
+    bytes_equal =
+        bytes_equal && c.total.physical_bytes == c.total.logical_bytes;
   }
   char buf[220];
   for (size_t l = 0; l < std::size(layouts); ++l) {

@@ -89,8 +89,9 @@ void Report::Print() const {
 }
 
 void Report::PrintExtra() const {
-  std::vector<std::string> keys;
+  std::vector<std::string> keys;  // in the order the rows first give them
   for (const Row& r : rows) {
+    if (!r.extra.is_object()) continue;
     for (const auto& [k, v] : r.extra.items()) {
       if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
         keys.push_back(k);
@@ -99,13 +100,19 @@ void Report::PrintExtra() const {
   }
   if (keys.empty()) return;
   std::printf("%-18s", "strategy");
-  for (const std::string& k : keys) std::printf(" %18s", k.c_str());
+  for (const std::string& k : keys) std::printf(" %14s", k.c_str());
   std::printf("\n");
   for (const Row& r : rows) {
     std::printf("%-18s", r.strategy.c_str());
     for (const std::string& k : keys) {
-      std::printf(" %18s",
-                  r.extra.contains(k) ? r.extra[k].dump().c_str() : "-");
+      const bool has = r.extra.is_object() && r.extra.contains(k);
+      if (has && r.extra[k].is_number_float()) {
+        std::printf(" %14.2f", r.extra[k].get<double>());
+      } else if (has) {
+        std::printf(" %14s", r.extra[k].dump().c_str());
+      } else {
+        std::printf(" %14s", "-");
+      }
     }
     std::printf("\n");
   }
@@ -143,7 +150,7 @@ nlohmann::json Report::ToJson() const {
     if (lower_bound_ms) row["lower_bound_ms"] = *lower_bound_ms;
     if (base) row["vs_" + baseline] = r.ranges_per_s() / base->ranges_per_s();
     if (!r.note.empty()) row["note"] = r.note;
-    row.update(r.extra);
+    if (r.extra.is_object()) row.update(r.extra);
     j["rows"].push_back(row);
   }
   j["verdicts"] = lines;

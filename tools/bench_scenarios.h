@@ -24,9 +24,9 @@ struct Row {
   std::optional<uint64_t> peak_inflight;
   std::optional<uint64_t> peak_retained;
   std::string note;
-  // Scenario-specific figures of the last round, e.g. coalesce's
-  // physical_requests: added to the row's JSON and printed in a second table.
-  nlohmann::json extra = nlohmann::json::object();
+  // Scenario-specific figures (bench http: reads_per_s, p50_ms, ...):
+  // printed as a second table and merged into the row's JSON.
+  nlohmann::json extra;
 
   double elapsed_ms() const;  // median of the rounds
   double ranges_per_s() const { return ranges / (elapsed_ms() / 1000.0); }
@@ -75,7 +75,8 @@ struct Report {
   }
   const IoRow* FindIo(const std::string& strategy, uint64_t block_size) const;
   void Print() const;
-  void PrintExtra() const;  // the rows' `extra` figures, one column each
+  // The rows' `extra` figures as a second table (nothing when none has any).
+  void PrintExtra() const;
   nlohmann::json ToJson() const;
 };
 
@@ -83,6 +84,11 @@ struct BenchOptions {
   int rounds = 5;
   std::string file;        // hot-cache: the test file (created if missing)
   std::string local_file;  // local: the test file (created if missing)
+  // http: the object through the latency proxy, and through a no-latency
+  // listener (optional); default $RANGEIO_BENCH_HTTP_URL and
+  // $RANGEIO_BENCH_HTTP_CAPACITY_URL.
+  std::string url;
+  std::string capacity_url;
 };
 
 // Each round runs `run(strategy index)` for every strategy, in an order that
@@ -98,5 +104,7 @@ Result<Report> RunStraggler(const BenchOptions& options);
 Result<Report> RunHotCache(const BenchOptions& options);
 Result<Report> RunCoalesce(const BenchOptions& options);
 Result<Report> RunLocal(const BenchOptions& options);
+Result<Report> RunHttp(const BenchOptions& options);
+Result<Report> RunBlob(const BenchOptions& options);
 
 }  // namespace rangeio::bench

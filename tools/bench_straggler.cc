@@ -87,7 +87,7 @@ Result<Report> RunStraggler(const BenchOptions& options) {
                 {"slow_every", kEvery},
                 {"rounds", options.rounds}};
   for (const Strategy& s : kStrategies)
-    rep.rows.push_back({s.name, {}, kRanges, {}, {}, {}});
+    rep.rows.push_back({s.name, {}, kRanges, {}, {}, {}, {}});
   Status failure;
   Rounds(options.rounds, std::size(kStrategies), [&](size_t k) {
     if (!failure.ok()) return;

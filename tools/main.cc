@@ -30,8 +30,10 @@ int RunBench(const std::vector<std::string>& scenarios,
   for (const std::string& s : scenarios) {
     auto rep = s == "straggler"   ? rangeio::bench::RunStraggler(bo)
                : s == "hot-cache" ? rangeio::bench::RunHotCache(bo)
-                                  : s == "coalesce" ? rangeio::bench::RunCoalesce(bo)
-                                  : rangeio::bench::RunLocal(bo);
+               : s == "coalesce"  ? rangeio::bench::RunCoalesce(bo)
+               : s == "local"     ? rangeio::bench::RunLocal(bo)
+               : s == "http"      ? rangeio::bench::RunHttp(bo)
+                                  : rangeio::bench::RunBlob(bo);
     if (!rep.ok()) return Fail("bench " + s, rep.status());
     rep->Print();
     all.push_back(rep->ToJson());
@@ -106,7 +108,25 @@ int main(int argc, char** argv) {
   local->add_option("--file", bo.local_file,
                     "Test file of 2 GiB (created if missing or of another "
                     "size; default $TMPDIR/rangeio-local.bin)");
-  for (CLI::App* sub : {straggler, hot, coalesce}) {
+  CLI::App* http = bench->add_subcommand(
+      "http",
+      "100 KiB ranges at C=64 through a 24 ms latency proxy: rangeio vs "
+      "direct libcurl (needs tests/servers/run_servers.sh or --url)");
+  http->add_option("--url", bo.url,
+                   "Large object served through the latency proxy (default "
+                   "$RANGEIO_BENCH_HTTP_URL)");
+  http->add_option("--capacity-url", bo.capacity_url,
+                   "The same object through a no-latency proxy listener, to "
+                   "measure the proxy (default "
+                   "$RANGEIO_BENCH_HTTP_CAPACITY_URL)");
+  CLI::App* blob = bench->add_subcommand(
+      "blob",
+      "64 callers on one object through the 24 ms proxy: serialized vs "
+      "dispatched batches vs direct GETs (needs tests/servers/run_servers.sh)");
+  blob->add_option("--url", bo.url,
+                   "A file served through the latency proxy; the blobs go "
+                   "beside it (default $RANGEIO_BENCH_HTTP_URL)");
+  for (CLI::App* sub : {straggler, hot, coalesce, http, blob}) {
     sub->add_option("--json", json_path,
                     "Also write the figures as JSON to this file");
     sub->add_option("--rounds", bo.rounds,
@@ -132,7 +152,10 @@ int main(int argc, char** argv) {
   if (hot->parsed()) scenarios.push_back("hot-cache");
   if (coalesce->parsed()) scenarios.push_back("coalesce");
   if (local->parsed()) scenarios.push_back("local");
+  if (http->parsed()) scenarios.push_back("http");
+  if (blob->parsed()) scenarios.push_back("blob");
   if (scenarios.empty()) {
+    // The embedded-defaults run: every scenario that needs no servers.
     scenarios = {"straggler", "hot-cache", "coalesce", "local"};
   }
   return RunBench(scenarios, bo, json_path);

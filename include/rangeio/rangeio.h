@@ -4,6 +4,7 @@
 #include "rangeio/batch.h"        // IWYU pragma: export
 #include "rangeio/block_cache.h"  // IWYU pragma: export
 #include "rangeio/byte_range.h"   // IWYU pragma: export
+#include "rangeio/http.h"         // IWYU pragma: export
 #include "rangeio/limiter.h"      // IWYU pragma: export
 #include "rangeio/options.h"      // IWYU pragma: export
 #include "rangeio/planner.h"      // IWYU pragma: export

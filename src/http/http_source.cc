@@ -1,0 +1,291 @@
+// HTTP(S) and S3 sources: option checks, URL and credential resolution at
+// open, Size() discovery, and reads handed to the shared curl event loop.
+#include <condition_variable>
+#include <mutex>
+#include <string>
+
+#include "http/curl_engine.h"
+#include "http/s3.h"
+#include "rangeio/http.h"
+
+namespace rangeio {
+namespace {
+
+// SHA-256 of the empty string: the payload hash of a GET. libcurl >= 7.87
+// computes the same for a GET signed for service "s3"; sending it ourselves
+// gives the same signed request on every libcurl version, and every
+// S3-compatible store accepts it (some reject UNSIGNED-PAYLOAD over http).
+constexpr char kEmptyPayloadSha256[] =
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+Status CheckMillis(const char* field, std::chrono::milliseconds v,
+                   int64_t min_ms, int64_t max_ms) {
+  if (v.count() >= min_ms && v.count() <= max_ms) return Status::OK();
+  return Status::InvalidArgument(
+      std::string("HttpOptions.") + field + "=" + std::to_string(v.count()) +
+      " ms is invalid: valid " + std::to_string(min_ms) + ".." +
+      std::to_string(max_ms) + " ms");
+}
+
+// Blocks Size() until its probe completes.
+class ProbeSink final : public ReadSink {
+ public:
+  void OnReadDone(uint64_t /*tag*/, Result<Slice> bytes) override {
+    std::lock_guard lk(mu_);
+    status_ = bytes.status();
+    done_ = true;
+    cv_.notify_all();  // under the lock: the waiter may destroy this next
+  }
+  Status Wait() {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [this] { return done_; });
+    return status_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  Status status_;
+};
+
+class HttpSource final : public Source {
+ public:
+  HttpSource(std::shared_ptr<detail::CurlEngine> engine,
+             std::shared_ptr<detail::HttpTarget> target)
+      : engine_(std::move(engine)), target_(std::move(target)) {
+    engine_->Register(target_->options.max_connections);
+  }
+  ~HttpSource() override {
+    engine_->Unregister(target_->options.max_connections);
+  }
+
+  const std::string& name() const override { return target_->name; }
+
+  Result<uint64_t> Size() override {
+    uint64_t size = target_->size.load();
+    if (size != detail::HttpTarget::kUnknownSize) return size;
+    if (engine_->OnLoopThread()) {
+      return Status::InvalidArgument(
+          "size of '" + name() +
+          "' asked on the HTTP event-loop thread (from a read's completion) "
+          "before it is known; a request now would deadlock: give "
+          "HttpOptions.size_hint or call Size() beforehand");
+    }
+    std::lock_guard lk(probe_mu_);  // one probe at a time
+    size = target_->size.load();
+    if (size != detail::HttpTarget::kUnknownSize) return size;
+    ProbeSink sink;
+    std::byte* dst = nullptr;
+    Slice buffer = Slice::Allocate(1, &dst);
+    target_->stats.Update([](HttpStats& s) { ++s.size_probes; });
+    engine_->Submit(target_, ByteRange{0, 1}, std::move(buffer), dst, &sink, 0,
+                    /*size_probe=*/true);
+    Status st = sink.Wait();
+    if (!st.ok()) return st.WithContext("size of '" + name() + "'");
+    size = target_->size.load();
+    if (size == detail::HttpTarget::kUnknownSize) {
+      return Status::IoError("size of '" + name() +
+                             "': the answer to bytes=0-0 did not give the "
+                             "total size (Content-Range total '*')");
+    }
+    return size;
+  }
+
+  void Read(ByteRange range, ReadSink* sink, uint64_t tag) override {
+    if (range.length == 0) {
+      sink->OnReadDone(tag, Slice());
+      return;
+    }
+    std::byte* dst = nullptr;
+    Slice buffer = Slice::Allocate(range.length, &dst);
+    engine_->Submit(target_, range, std::move(buffer), dst, sink, tag);
+  }
+
+  HttpStats stats() const { return target_->stats.Snapshot(); }
+
+ private:
+  const std::shared_ptr<detail::CurlEngine> engine_;
+  const std::shared_ptr<detail::HttpTarget> target_;
+  std::mutex probe_mu_;
+};
+
+bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    char c = s[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != prefix[i]) return false;
+  }
+  return true;
+}
+
+// `url` without its user:password, if any: what errors may show. Checks the
+// URL with libcurl's own parser, so what is accepted here is what it sends.
+Result<std::string> RedactedHttpUrl(const std::string& url) {
+  if (!StartsWithNoCase(url, "http://") && !StartsWithNoCase(url, "https://")) {
+    return Status::InvalidArgument("'" + url +
+                                   "' is not an http:// or https:// URL");
+  }
+  CURLU* u = curl_url();
+  if (u == nullptr) return Status::Internal("curl_url failed");
+  std::string out;
+  CURLUcode rc = curl_url_set(u, CURLUPART_URL, url.c_str(), 0);
+  if (rc == CURLUE_OK) rc = curl_url_set(u, CURLUPART_USER, nullptr, 0);
+  if (rc == CURLUE_OK) rc = curl_url_set(u, CURLUPART_PASSWORD, nullptr, 0);
+  char* text = nullptr;
+  if (rc == CURLUE_OK) rc = curl_url_get(u, CURLUPART_URL, &text, 0);
+  if (rc == CURLUE_OK) out = text;
+  curl_free(text);
+  curl_url_cleanup(u);
+  if (rc != CURLUE_OK) {
+    // The URL may hold a password: say what is wrong, not the URL.
+    return Status::InvalidArgument(std::string("malformed http(s) URL: ") +
+                                   curl_url_strerror(rc));
+  }
+  return out;
+}
+
+}  // namespace
+
+Status HttpOptions::Validate() const {
+  constexpr int64_t kDay = 86'400'000;
+  RANGEIO_RETURN_NOT_OK(
+      CheckMillis("connect_timeout", connect_timeout, 1, kDay));
+  RANGEIO_RETURN_NOT_OK(
+      CheckMillis("first_byte_timeout", first_byte_timeout, 1, kDay));
+  RANGEIO_RETURN_NOT_OK(CheckMillis("stall_timeout", stall_timeout, 1, kDay));
+  RANGEIO_RETURN_NOT_OK(
+      CheckMillis("retry_base_backoff", retry_base_backoff, 0, kDay));
+  RANGEIO_RETURN_NOT_OK(CheckMillis("retry_max_backoff", retry_max_backoff,
+                                    retry_base_backoff.count(), kDay));
+  RANGEIO_RETURN_NOT_OK(CheckMillis("deadline", deadline, 1, kDay));
+  if (max_attempts < 1 || max_attempts > 100) {
+    return Status::InvalidArgument(
+        "HttpOptions.max_attempts=" + std::to_string(max_attempts) +
+        " is invalid: valid 1..100");
+  }
+  if (max_connections < 1 || max_connections > 4096) {
+    return Status::InvalidArgument(
+        "HttpOptions.max_connections=" + std::to_string(max_connections) +
+        " is invalid: valid 1..4096");
+  }
+  return Status::OK();
+}
+
+Status S3Options::Validate() const {
+  Status st = http.Validate();
+  if (!st.ok()) return st.WithContext("S3Options.http");
+  if (region.find_first_of(": /") != std::string::npos || region.size() > 64) {
+    return Status::InvalidArgument("S3Options.region='" + region +
+                                   "' is invalid: at most 64 characters, "
+                                   "no ':', '/' or space");
+  }
+  return Status::OK();
+}
+
+std::string HttpStats::ToString() const {
+  auto ms = [](uint64_t ns) {
+    return std::to_string(static_cast<double>(ns) / 1e6) + " ms";
+  };
+  return "gets: " + std::to_string(gets) + "\nheads: " + std::to_string(heads) +
+         "\nsize_probes: " + std::to_string(size_probes) +
+         "\nreads_ok: " + std::to_string(reads_ok) +
+         "\nreads_failed: " + std::to_string(reads_failed) +
+         "\nbytes: " + std::to_string(bytes) +
+         "\nhttp2_responses: " + std::to_string(http2_responses) +
+         "\nretries_5xx: " + std::to_string(retries_5xx) +
+         "\nretries_throttled: " + std::to_string(retries_throttled) +
+         "\nretries_connection: " + std::to_string(retries_connection) +
+         "\nretries_timeout: " + std::to_string(retries_timeout) +
+         "\nttfb_p50: " + ms(time_to_first_byte.Percentile(0.5)) +
+         "\nttfb_p99: " + ms(time_to_first_byte.Percentile(0.99)) +
+         "\nlatency_p50: " + ms(latency.Percentile(0.5)) +
+         "\nlatency_p99: " + ms(latency.Percentile(0.99)) + "\n";
+}
+
+Result<std::shared_ptr<Source>> OpenHttpSource(const std::string& url,
+                                               const HttpOptions& options) {
+  RANGEIO_RETURN_NOT_OK(options.Validate());
+  RANGEIO_ASSIGN_OR_RETURN(auto engine, detail::CurlEngine::Shared());
+  RANGEIO_ASSIGN_OR_RETURN(std::string name, RedactedHttpUrl(url));
+  auto target = std::make_shared<detail::HttpTarget>();
+  target->url = url;
+  target->shown_url = name;
+  target->name = std::move(name);
+  target->options = options;
+  if (options.size_hint) target->size = *options.size_hint;
+  return std::shared_ptr<Source>(
+      std::make_shared<HttpSource>(std::move(engine), std::move(target)));
+}
+
+Result<std::shared_ptr<Source>> OpenS3Source(const std::string& s3_url,
+                                             const S3Options& options) {
+  RANGEIO_RETURN_NOT_OK(options.Validate());
+  RANGEIO_ASSIGN_OR_RETURN(detail::S3Location loc, detail::ParseS3Url(s3_url));
+  const detail::EnvLookup env = detail::ProcessEnv;
+  const std::string region = detail::ResolveS3Region(options, env);
+  if (region.find_first_of(": /") != std::string::npos || region.size() > 64) {
+    return Status::InvalidArgument("S3 region '" + region + "' for '" + s3_url +
+                                   "' is invalid");
+  }
+  const std::string endpoint_url =
+      detail::ResolveS3EndpointUrl(options, region, env);
+  auto endpoint = detail::ParseS3Endpoint(endpoint_url);
+  if (!endpoint.ok()) return endpoint.status().WithContext(s3_url);
+  auto creds = detail::ResolveS3Credentials(options, env);
+  if (!creds.ok())
+    return creds.status().WithContext("credentials for " + s3_url);
+  if (!creds->has_value() && !options.anonymous) {
+    return Status::PermissionDenied(
+        "no AWS credentials for '" + s3_url +
+        "': set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile in the "
+        "shared credentials file, or S3Options.anonymous for a public bucket");
+  }
+  RANGEIO_ASSIGN_OR_RETURN(auto engine, detail::CurlEngine::Shared());
+
+  auto target = std::make_shared<detail::HttpTarget>();
+  const bool vhost =
+      detail::UseVirtualHosted(options.addressing, *endpoint, loc.bucket);
+  target->url = detail::S3ObjectUrl(*endpoint, loc, vhost);
+  target->shown_url = target->url;
+  target->name = "s3://" + loc.bucket + "/" + loc.key;
+  target->options = options.http;
+  if (options.http.size_hint) target->size = *options.http.size_hint;
+  target->follow_redirects = false;
+  target->path_as_is = true;
+  target->s3 = true;
+  target->bucket = loc.bucket;
+  target->key = loc.key;
+  if (creds->has_value()) {
+    const detail::S3Credentials& c = **creds;
+    target->sigv4 = "aws:amz:" + region + ":s3";
+    target->access_key_id = c.access_key_id;
+    target->secret_access_key = c.secret_access_key;
+    const std::string sha =
+        std::string("x-amz-content-sha256: ") + kEmptyPayloadSha256;
+    target->headers = curl_slist_append(nullptr, sha.c_str());
+    if (!c.session_token.empty()) {
+      const std::string token = "x-amz-security-token: " + c.session_token;
+      curl_slist* h = curl_slist_append(target->headers, token.c_str());
+      if (h == nullptr) return Status::Internal("curl_slist_append failed");
+      target->headers = h;
+    }
+    if (target->headers == nullptr) {
+      return Status::Internal("curl_slist_append failed");
+    }
+  }
+  return std::shared_ptr<Source>(
+      std::make_shared<HttpSource>(std::move(engine), std::move(target)));
+}
+
+Result<HttpStats> GetHttpStats(const Source& source) {
+  const auto* http = dynamic_cast<const HttpSource*>(&source);
+  if (http == nullptr) {
+    return Status::InvalidArgument("'" + source.name() +
+                                   "' is not an HTTP or S3 source");
+  }
+  return http->stats();
+}
+
+}  // namespace rangeio

@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# run_servers.sh — start or stop the servers of rangeio's HTTP/S3 tests.
+#
+#   eval "$(tests/servers/run_servers.sh start STATE_DIR)"   # exports the vars
+#   ctest --test-dir build                                   # http tests run
+#   tests/servers/run_servers.sh stop STATE_DIR
+#
+# start: runs, on free loopback ports, with everything under STATE_DIR:
+#   nginx            serving STATE_DIR/data (written by seed.js), over
+#                    http and over https (self-signed, HTTP/2);
+#   s3rver           (pinned in package.json; `npm ci` here first; started by
+#                    s3rver_main.js) with the bucket rangeio-test holding the
+#                    seeded keys;
+#   faultproxy.js    its control API (tests make their own listeners), plus
+#                    two fixed listeners in front of nginx for the benchmark:
+#                    lognormal latency (median 24 ms, sigma 0.3) and none.
+# It prints `export NAME=VALUE` lines and writes them to STATE_DIR/servers.env:
+#   RANGEIO_TEST_NGINX            http://127.0.0.1:PORT (root: data dir)
+#   RANGEIO_TEST_NGINX_ROOT       the data dir (tests may add files)
+#   RANGEIO_TEST_NGINX_TLS        https://127.0.0.1:PORT (HTTP/2 offered,
+#                                 self-signed certificate)
+#   RANGEIO_TEST_TLS_CA           that certificate (PEM)
+#   RANGEIO_TEST_S3_ENDPOINT      http://127.0.0.1:PORT (s3rver)
+#   RANGEIO_TEST_S3_VHOST_ENDPOINT http://s3.localhost:PORT (for virtual-
+#                                 hosted style: BUCKET.s3.localhost)
+#   RANGEIO_TEST_S3_BUCKET        rangeio-test
+#   RANGEIO_TEST_PROXY_CONTROL    http://127.0.0.1:PORT (faultproxy API)
+#   RANGEIO_BENCH_HTTP_URL        bench.bin through the 24 ms listener
+#   RANGEIO_BENCH_HTTP_CAPACITY_URL  bench.bin through the no-latency one
+#   RANGEIO_BENCH_PROXY_PIDS      the 24 ms listener's processes (CPU cost)
+# stop: ends the processes that start recorded in STATE_DIR/pids.
+set -euo pipefail
+
+readonly HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+readonly BUCKET=rangeio-test
+# Node processes serving the benchmark listeners: 2, one per core; measured
+# by `rangeio bench http` (proxy-capacity row) to stay >= 3x the rate the
+# benchmark asks of it.
+readonly BENCH_PROXY_WORKERS=${RANGEIO_BENCH_PROXY_WORKERS:-2}
+
+usage() {
+  echo "usage: $0 start|stop STATE_DIR" >&2
+  exit 2
+}
+
+free_port() {
+  node -e 'const s = require("net").createServer();
+    s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); });'
+}
+
+# wait_for_port PORT PID NAME: until PORT accepts connections (10 s).
+wait_for_port() {
+  local port=$1 pid=$2 name=$3
+  for _ in $(seq 100); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "run_servers: $name exited while starting" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+  echo "run_servers: $name did not listen on port $port within 10 s" >&2
+  return 1
+}
+
+# wait_for_file FILE PID NAME: until FILE is non-empty (10 s).
+wait_for_file() {
+  local file=$1 pid=$2 name=$3
+  for _ in $(seq 100); do
+    [[ -s $file ]] && return 0
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "run_servers: $name exited while starting" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+  echo "run_servers: $name wrote no port to $file within 10 s" >&2
+  return 1
+}
+
+start_nginx() {
+  local state=$1 port tls_port pid user_line=""
+  mkdir -p "$state/nginx/tmp"
+  [[ $(id -u) -eq 0 ]] && user_line="user root;"
+  # A self-signed certificate for the TLS server (valid 2 days): the tests
+  # check that it is refused by default and accepted given as the CA.
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
+    -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+    -keyout "$state/nginx/tls.key" -out "$state/nginx/tls.crt" 2>/dev/null
+  for _ in 1 2 3 4 5; do
+    port=$(free_port)
+    tls_port=$(free_port)
+    sed -e "s|@PORT@|$port|g" -e "s|@TLS_PORT@|$tls_port|g" \
+      -e "s|@ROOT@|$state/data|g" -e "s|@CERT@|$state/nginx/tls.crt|g" \
+      -e "s|@KEY@|$state/nginx/tls.key|g" \
+      -e "s|^daemon off;|daemon off;\n$user_line|" \
+      "$HERE/nginx.conf.in" >"$state/nginx/nginx.conf"
+    nginx -p "$state/nginx/" -c "$state/nginx/nginx.conf" \
+      >"$state/nginx/stdout.log" 2>&1 &
+    pid=$!
+    echo "$pid" >>"$state/pids"
+    if wait_for_port "$port" "$pid" nginx 2>/dev/null &&
+      wait_for_port "$tls_port" "$pid" nginx 2>/dev/null; then
+      NGINX_PORT=$port
+      NGINX_TLS_PORT=$tls_port
+      return 0
+    fi
+  done
+  echo "run_servers: nginx did not start; see $state/nginx/error.log" >&2
+  cat "$state/nginx/stdout.log" >&2
+  return 1
+}
+
+start_s3rver() {
+  local state=$1 pid
+  mkdir -p "$state/s3"
+  : >"$state/s3rver.log"
+  node "$HERE/s3rver_main.js" --dir "$state/s3" --port 0 --bucket "$BUCKET" \
+    >"$state/s3rver.log" 2>&1 &
+  pid=$!
+  echo "$pid" >>"$state/pids"
+  for _ in $(seq 100); do
+    S3_PORT=$(sed -n 's/.*listening on .*:\([0-9][0-9]*\).*/\1/p' "$state/s3rver.log")
+    [[ -n $S3_PORT ]] && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "run_servers: s3rver did not start:" >&2
+  cat "$state/s3rver.log" >&2
+  return 1
+}
+
+# start_proxy STATE NAME ARGS...: sets PROXY_PORT.
+start_proxy() {
+  local state=$1 name=$2 pid
+  shift 2
+  rm -f "$state/$name.port"
+  node "$HERE/faultproxy.js" --port-file "$state/$name.port" "$@" \
+    >"$state/$name.log" 2>&1 &
+  pid=$!
+  echo "$pid" >>"$state/pids"
+  wait_for_file "$state/$name.port" "$pid" "faultproxy ($name)"
+  PROXY_PORT=$(cat "$state/$name.port")
+  wait_for_port "$PROXY_PORT" "$pid" "faultproxy ($name)"
+}
+
+start() {
+  local state=$1
+  if [[ ! -d $HERE/node_modules/s3rver ]]; then
+    echo "run_servers: s3rver is not installed: run 'npm ci' in $HERE" >&2
+    exit 1
+  fi
+  command -v nginx >/dev/null || {
+    echo "run_servers: nginx is not installed (apt-get install nginx-light)" >&2
+    exit 1
+  }
+  mkdir -p "$state"
+  state=$(cd "$state" && pwd)
+  stop "$state"  # whatever an earlier start left running there
+  : >"$state/pids"
+  # On any failure (set -e may exit from inside a helper function, where an
+  # ERR trap would not run), stop what was started.
+  STARTING=$state
+  trap 'rc=$?; ((rc == 0)) || stop "$STARTING"; exit "$rc"' EXIT
+
+  start_nginx "$state"
+  start_s3rver "$state"
+  node "$HERE/seed.js" --data "$state/data" \
+    --s3 "http://127.0.0.1:$S3_PORT" --bucket "$BUCKET"
+  start_proxy "$state" proxy-control --control-port 0
+  local control=$PROXY_PORT
+  start_proxy "$state" proxy-bench --listen 0 --upstream "127.0.0.1:$NGINX_PORT" \
+    --latency '{"kind":"lognormal","median_ms":24,"sigma":0.3}' \
+    --workers "$BENCH_PROXY_WORKERS"
+  local bench=$PROXY_PORT bench_pids
+  # The bench listener's processes (primary and workers): `rangeio bench
+  # http` reads their CPU time to measure what the proxy costs per request.
+  bench_pids="$(tail -n1 "$state/pids") $(pgrep -P "$(tail -n1 "$state/pids")" | tr '\n' ' ' || true)"
+  start_proxy "$state" proxy-capacity --listen 0 --upstream "127.0.0.1:$NGINX_PORT" \
+    --latency '{"kind":"none"}' --workers "$BENCH_PROXY_WORKERS"
+  local capacity=$PROXY_PORT
+  trap - EXIT
+
+  cat >"$state/servers.env" <<EOF
+export RANGEIO_TEST_NGINX=http://127.0.0.1:$NGINX_PORT
+export RANGEIO_TEST_NGINX_ROOT=$state/data
+export RANGEIO_TEST_NGINX_TLS=https://127.0.0.1:$NGINX_TLS_PORT
+export RANGEIO_TEST_TLS_CA=$state/nginx/tls.crt
+export RANGEIO_TEST_S3_ENDPOINT=http://127.0.0.1:$S3_PORT
+export RANGEIO_TEST_S3_VHOST_ENDPOINT=http://s3.localhost:$S3_PORT
+export RANGEIO_TEST_S3_BUCKET=$BUCKET
+export RANGEIO_TEST_PROXY_CONTROL=http://127.0.0.1:$control
+export RANGEIO_BENCH_HTTP_URL=http://127.0.0.1:$bench/bench.bin
+export RANGEIO_BENCH_HTTP_CAPACITY_URL=http://127.0.0.1:$capacity/bench.bin
+export RANGEIO_BENCH_PROXY_PIDS="${bench_pids% }"
+EOF
+  cat "$state/servers.env"
+}
+
+stop() {
+  local state=$1 pid
+  [[ -f $state/pids ]] || return 0
+  while read -r pid; do
+    [[ -n $pid ]] && kill -TERM "$pid" 2>/dev/null || true
+  done <"$state/pids"
+  # Wait (5 s at most) for each to exit, so ports and files are free after.
+  while read -r pid; do
+    for _ in $(seq 50); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+  done <"$state/pids"
+  rm -f "$state/pids"
+}
+
+[[ $# -eq 2 ]] || usage
+case $1 in
+  start) start "$2" ;;
+  stop) stop "$2" ;;
+  *) usage ;;
+esac

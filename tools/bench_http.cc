@@ -1,0 +1,401 @@
+// http — object-store reads through a latency proxy (BENCHMARKS.md, the
+// Lance blob numbers): 100 KiB ranges at C = 64 from nginx behind
+// tests/servers/faultproxy.js adding lognormal latency (median 24 ms).
+// Strategies in one run:
+//   rangeio  a Reader (limiter C = 64, as-completed) on an HTTP source; each
+//            range is its own read (no coalescing: the ranges are 1 MiB apart);
+//   direct   plain libcurl multi, one GET per range, C in flight, no
+//            scheduler: the rate the server and proxy allow.
+// With a no-latency listener in front of the same nginx, also
+//   proxy-capacity  `direct` through it: what the proxy sustains, to show it
+//            is not the bottleneck (target >= 3x rangeio's rate).
+#include <curl/curl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_scenarios.h"
+#include "rangeio/rangeio.h"
+
+namespace rangeio::bench {
+namespace {
+
+constexpr uint64_t kRangeBytes = uint64_t{100} * 1024;
+constexpr uint32_t kConcurrency = 64;
+// 2,560 reads: about one second per round at the ~2,500 reads/s that 64
+// reads of 24 ms in flight allow, and 40 full windows of C.
+constexpr uint64_t kReads = 2560;
+// Ranges start 1 MiB apart (wrapping in the object), so that no two touch.
+constexpr uint64_t kStride = 1 << 20;
+
+struct Figures {
+  double elapsed_ms = 0;
+  uint64_t reads = 0;
+  uint64_t gets = 0;
+  uint64_t heads = 0;
+  uint64_t physical_bytes = 0;
+  uint64_t logical_bytes = 0;
+  uint64_t peak_inflight = 0;
+  uint64_t peak_retained = 0;
+};
+
+std::vector<ByteRange> BenchRanges(uint64_t object_bytes) {
+  std::vector<ByteRange> ranges;
+  const uint64_t slots = object_bytes / kStride;
+  for (uint64_t i = 0; i < kReads; ++i) {
+    // A fixed permutation of the slots (7919 is prime, so i * 7919 visits
+    // each slot once per `slots` reads when slots is not a multiple of it),
+    // plus an odd offset: unaligned reads spread over the object.
+    const uint64_t slot = (i * 7919) % slots;
+    ranges.push_back(
+        {slot * kStride + (i * 4099) % (kStride - kRangeBytes), kRangeBytes});
+  }
+  return ranges;
+}
+
+Status RunRangeio(const std::string& url, uint64_t size,
+                  const std::vector<ByteRange>& ranges, Figures* f,
+                  LatencyHistogram* latency) {
+  HttpOptions ho;
+  ho.size_hint = size;  // what a table format knows: no size probe
+  ho.max_connections = kConcurrency;
+  RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> src,
+                           OpenHttpSource(url, ho));
+  Options o;
+  o.io_concurrency = kConcurrency;
+  RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(src, o));
+  const auto t0 = std::chrono::steady_clock::now();
+  RANGEIO_ASSIGN_OR_RETURN(RangeStream stream,
+                           reader.ReadRanges(ranges, Delivery::kAsCompleted));
+  uint64_t n = 0;
+  uint64_t logical = 0;
+  for (;;) {
+    RANGEIO_ASSIGN_OR_RETURN(std::optional<RangeResult> r, stream.Next());
+    if (!r) break;
+    logical += r->bytes.size();
+    ++n;
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  f->elapsed_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  RANGEIO_ASSIGN_OR_RETURN(HttpStats hs, GetHttpStats(*src));
+  const Stats ls = reader.limiter()->GetStats();
+  f->reads = n;
+  f->gets = hs.gets;
+  f->heads = hs.heads;
+  f->physical_bytes = hs.bytes;
+  f->logical_bytes = logical;
+  f->peak_inflight = ls.peak_in_flight;
+  f->peak_retained = ls.peak_retained_count;
+  latency->Merge(hs.latency);
+  return Status::OK();
+}
+
+// One in-flight GET of the direct baseline.
+struct DirectGet {
+  CURL* easy = nullptr;
+  std::vector<std::byte> buffer = std::vector<std::byte>(kRangeBytes);
+  size_t received = 0;
+  bool overflow = false;
+  std::chrono::steady_clock::time_point started;
+  std::string range;
+};
+
+size_t DirectWrite(char* data, size_t size, size_t n, void* user) {
+  auto& g = *static_cast<DirectGet*>(user);
+  const size_t len = size * n;
+  if (g.received + len > g.buffer.size()) {
+    g.overflow = true;
+    return 0;
+  }
+  std::memcpy(g.buffer.data() + g.received, data, len);
+  g.received += len;
+  return len;
+}
+
+// A libcurl multi handle kept for all the rounds of one direct strategy,
+// with its connection cache: rangeio's shared event loop keeps its
+// connections warm from round to round too.
+class DirectMulti {
+ public:
+  DirectMulti() : multi_(curl_multi_init()) {
+    curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS,
+                      static_cast<long>(kConcurrency));
+    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS,
+                      static_cast<long>(kConcurrency));
+  }
+  DirectMulti(const DirectMulti&) = delete;
+  DirectMulti& operator=(const DirectMulti&) = delete;
+  ~DirectMulti() { curl_multi_cleanup(multi_); }
+  CURLM* get() const { return multi_; }
+
+ private:
+  CURLM* multi_;
+};
+
+// C transfers on one multi handle, each starting the next range when it
+// completes: the same concurrency and connection reuse, no library.
+Status RunDirect(CURLM* multi, const std::string& url,
+                 const std::vector<ByteRange>& ranges, Figures* f,
+                 LatencyHistogram* latency) {
+  std::vector<DirectGet> gets(kConcurrency);
+  size_t next = 0;
+  size_t started_now = 0;
+  Status failure;
+  const auto start = [&](DirectGet& g) {
+    const ByteRange r = ranges[next++];
+    g.range = std::to_string(r.offset) + "-" + std::to_string(r.end() - 1);
+    g.received = 0;
+    curl_easy_setopt(g.easy, CURLOPT_RANGE, g.range.c_str());
+    g.started = std::chrono::steady_clock::now();
+    curl_multi_add_handle(multi, g.easy);
+    ++f->gets;
+    ++started_now;
+  };
+  for (DirectGet& g : gets) {
+    g.easy = curl_easy_init();
+    curl_easy_setopt(g.easy, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(g.easy, CURLOPT_WRITEFUNCTION, &DirectWrite);
+    curl_easy_setopt(g.easy, CURLOPT_WRITEDATA, &g);
+    curl_easy_setopt(g.easy, CURLOPT_PRIVATE, &g);
+    curl_easy_setopt(g.easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(g.easy, CURLOPT_HTTP_VERSION,
+                     static_cast<long>(CURL_HTTP_VERSION_2TLS));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (DirectGet& g : gets) {
+    if (next < ranges.size()) start(g);
+  }
+  int running = 1;
+  while (f->reads < ranges.size()) {
+    curl_multi_perform(multi, &running);
+    int left = 0;
+    while (CURLMsg* m = curl_multi_info_read(multi, &left)) {
+      if (m->msg != CURLMSG_DONE) continue;
+      DirectGet* g = nullptr;
+      curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE,
+                        reinterpret_cast<char**>(&g));
+      long status = 0;
+      curl_easy_getinfo(g->easy, CURLINFO_RESPONSE_CODE, &status);
+      const CURLcode rc = m->data.result;
+      curl_multi_remove_handle(multi, g->easy);
+      if (rc != CURLE_OK || status != 206 || g->received != kRangeBytes) {
+        failure = Status::IoError(
+            "direct GET " + url + " bytes=" + g->range + ": " +
+            (rc != CURLE_OK ? curl_easy_strerror(rc)
+                            : "HTTP " + std::to_string(status) + ", " +
+                                  std::to_string(g->received) + " bytes"));
+        break;
+      }
+      latency->Record(static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(
+              std::chrono::steady_clock::now() - g->started)
+              .count()));
+      ++f->reads;
+      f->physical_bytes += g->received;
+      f->logical_bytes += g->received;
+      if (next < ranges.size()) start(*g);
+    }
+    if (!failure.ok()) break;
+    // Send what completions just added at once; wait only when idle.
+    if (started_now == 0) curl_multi_poll(multi, nullptr, 0, 100, nullptr);
+    started_now = 0;
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  for (DirectGet& g : gets) {
+    curl_multi_remove_handle(multi, g.easy);
+    curl_easy_cleanup(g.easy);
+  }
+  f->elapsed_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  return failure;
+}
+
+std::string EnvOr(const std::string& given, const char* name) {
+  if (!given.empty()) return given;
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+double Ms(uint64_t nanos) { return static_cast<double>(nanos) / 1e6; }
+
+// CPU seconds (user + system) used so far by the processes in `pids`
+// (space-separated); 0 for a pid that cannot be read.
+double CpuSeconds(const std::string& pids) {
+  double ticks = 0;
+  std::istringstream in(pids);
+  for (std::string pid; in >> pid;) {
+    std::ifstream stat("/proc/" + pid + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // Fields after the ")" that ends the command name: state is field 3,
+    // utime field 14 and stime field 15.
+    std::istringstream f(line.substr(line.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i <= 15 && f >> field; ++i) {
+      if (i >= 14) ticks += std::stod(field);
+    }
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+}  // namespace
+
+Result<Report> RunHttp(const BenchOptions& options) {
+  const std::string url = EnvOr(options.url, "RANGEIO_BENCH_HTTP_URL");
+  const std::string capacity_url =
+      EnvOr(options.capacity_url, "RANGEIO_BENCH_HTTP_CAPACITY_URL");
+  if (url.empty()) {
+    return Status::InvalidArgument(
+        "bench http needs a URL of a large file served through the latency "
+        "proxy: --url URL, or start the test servers (eval \"$(tests/servers/"
+        "run_servers.sh start DIR)\") which export RANGEIO_BENCH_HTTP_URL");
+  }
+  RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> probe, OpenHttpSource(url));
+  RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, probe->Size());
+  if (size < 2 * kStride) {
+    return Status::InvalidArgument("bench http: '" + url + "' has " +
+                                   std::to_string(size) +
+                                   " bytes; it needs at least 2 MiB");
+  }
+  const std::vector<ByteRange> ranges = BenchRanges(size);
+
+  Report rep;
+  rep.scenario = "http";
+  rep.config = {{"url", url},
+                {"object_bytes", size},
+                {"reads", kReads},
+                {"range_bytes", kRangeBytes},
+                {"io_concurrency", kConcurrency},
+                {"delivery", "as-completed"},
+                {"size_hint", true},
+                {"rounds", options.rounds}};
+  if (!capacity_url.empty()) rep.config["capacity_url"] = capacity_url;
+  struct Strategy {
+    const char* name;
+    const std::string* url;
+    bool library;
+  };
+  std::vector<Strategy> strategies = {{"rangeio", &url, true},
+                                      {"direct", &url, false}};
+  if (!capacity_url.empty()) {
+    strategies.push_back({"proxy-capacity", &capacity_url, false});
+  }
+  std::vector<Figures> totals(strategies.size());
+  std::vector<DirectMulti> multis(strategies.size());
+  std::vector<LatencyHistogram> latency(strategies.size());
+  for (const Strategy& s : strategies) {
+    rep.rows.push_back({s.name, {}, kReads, {}, {}, {}, {}});
+  }
+  // What the latency proxy costs: its CPU time over the requests that went
+  // through it (rangeio's and direct's), as requests per second of one core.
+  const char* proxy_pids = std::getenv("RANGEIO_BENCH_PROXY_PIDS");
+  const double cpu0 = proxy_pids ? CpuSeconds(proxy_pids) : 0;
+  Status failure;
+  Rounds(options.rounds, strategies.size(), [&](size_t k) {
+    if (!failure.ok()) return;
+    Figures f;
+    const Strategy& s = strategies[k];
+    failure = s.library
+                  ? RunRangeio(*s.url, size, ranges, &f, &latency[k])
+                  : RunDirect(multis[k].get(), *s.url, ranges, &f, &latency[k]);
+    rep.rows[k].elapsed_ms_runs.push_back(f.elapsed_ms);
+    if (s.library) {
+      rep.rows[k].peak_inflight = f.peak_inflight;
+      rep.rows[k].peak_retained = f.peak_retained;
+    }
+    Figures& t = totals[k];
+    t.reads += f.reads;
+    t.gets += f.gets;
+    t.heads += f.heads;
+    t.physical_bytes += f.physical_bytes;
+    t.logical_bytes += f.logical_bytes;
+  });
+  RANGEIO_RETURN_NOT_OK(failure);
+  const double proxy_cpu = proxy_pids ? CpuSeconds(proxy_pids) - cpu0 : 0;
+  rep.baseline = "direct";
+  for (size_t k = 0; k < strategies.size(); ++k) {
+    const Figures& t = totals[k];
+    rep.rows[k].extra = {
+        {"reads_per_s", rep.rows[k].ranges_per_s()},
+        {"p50_ms", Ms(latency[k].Percentile(0.5))},
+        {"p99_ms", Ms(latency[k].Percentile(0.99))},
+        {"mean_ms", Ms(latency[k].sum_nanos() /
+                       std::max<uint64_t>(1, latency[k].count()))},
+        {"reads", t.reads},
+        {"gets", t.gets},
+        {"heads", t.heads},
+        {"physical_bytes", t.physical_bytes},
+        {"logical_bytes", t.logical_bytes}};
+  }
+
+  const Row& lib = rep.rows[0];
+  const Row& direct = rep.rows[1];
+  char buf[200];
+  const double ratio = lib.ranges_per_s() / direct.ranges_per_s();
+  std::snprintf(buf, sizeof buf,
+                "rangeio / direct reads/s = %.3f (target >= 0.95)", ratio);
+  rep.AddVerdict(ratio >= 0.95, buf);
+  const double p50 =
+      lib.extra["p50_ms"].get<double>() / direct.extra["p50_ms"].get<double>();
+  std::snprintf(buf, sizeof buf,
+                "rangeio / direct p50 = %.3f (target 0.90..1.10)", p50);
+  rep.AddVerdict(p50 >= 0.90 && p50 <= 1.10, buf);
+  const Figures& t = totals[0];
+  std::snprintf(buf, sizeof buf,
+                "rangeio: %llu reads, %llu GETs, %llu HEADs (target: one GET "
+                "per read, no HEAD)",
+                static_cast<unsigned long long>(t.reads),
+                static_cast<unsigned long long>(t.gets),
+                static_cast<unsigned long long>(t.heads));
+  rep.AddVerdict(t.gets == t.reads && t.heads == 0, buf);
+  std::snprintf(buf, sizeof buf,
+                "rangeio: physical bytes %llu == logical bytes %llu",
+                static_cast<unsigned long long>(t.physical_bytes),
+                static_cast<unsigned long long>(t.logical_bytes));
+  rep.AddVerdict(t.physical_bytes == t.logical_bytes, buf);
+  if (proxy_cpu > 0) {
+    // Requests one core of proxy CPU serves per second, against the rate
+    // the benchmark asked of the proxy.
+    const double per_core =
+        static_cast<double>(totals[0].gets + totals[1].gets) / proxy_cpu;
+    const double cap = per_core / lib.ranges_per_s();
+    rep.config["proxy_cpu_us_per_request"] =
+        1e6 * proxy_cpu / static_cast<double>(totals[0].gets + totals[1].gets);
+    std::snprintf(buf, sizeof buf,
+                  "proxy capacity: %.0f requests/s per core of its CPU = %.2fx "
+                  "rangeio's rate (target >= 3)",
+                  per_core, cap);
+    rep.AddVerdict(cap >= 3, buf);
+    // The listener runs one worker process per pid after the first (the
+    // cluster primary only hands out connections).
+    const long workers = std::max<long>(
+        1, static_cast<long>(std::count(
+               proxy_pids, proxy_pids + std::strlen(proxy_pids), ' ')));
+    std::snprintf(buf, sizeof buf,
+                  "proxy: %ld worker processes x %.0f requests/s = %.2fx "
+                  "rangeio's rate, given a core each; at rangeio's rate it "
+                  "used %.0f%% of one core",
+                  workers, per_core, static_cast<double>(workers) * cap,
+                  100 / cap);
+    rep.lines.push_back("  INFO  " + std::string(buf));
+  }
+  if (strategies.size() == 3) {
+    const double cap = rep.rows[2].ranges_per_s() / lib.ranges_per_s();
+    std::snprintf(buf, sizeof buf,
+                  "proxy-capacity (no latency, client, proxy and nginx on the "
+                  "same cores) / rangeio = %.2fx",
+                  cap);
+    rep.lines.push_back("  INFO  " + std::string(buf));
+  }
+  return rep;
+}
+
+}  // namespace rangeio::bench
