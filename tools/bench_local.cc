@@ -169,6 +169,9 @@ Result<IoRow> RunOurs(const std::string& path, const Strategy& s,
                            OpenLocalFile(path, lo));
   Options o;
   o.io_concurrency = kConcurrency;
+  // Like fio, each read is one block: the local preset would merge adjacent
+  // random blocks into larger reads.
+  o.planner = PlannerOptions::None();
   // 2C responses of the row's block size: the budget never holds back
   // the 64 reads in flight.
   o.response_budget_count = 2 * kConcurrency;
