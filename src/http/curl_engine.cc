@@ -787,13 +787,16 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
       if (t->waiting) continue;
       const HttpOptions& o = t->target->options;
       if (now >= t->deadline_ns) {
+        // A timeout like the others: AttemptEnded sees the deadline passed
+        // and fails the read with the error of the attempt before, which
+        // says why it was still retrying.
         expired.push_back(
             {t,
              {Status::IoError(t->What() +
                               ": no complete answer within the "
                               "deadline of " +
                               std::to_string(o.deadline.count()) + " ms"),
-              RetryCause::kNone, 0}});
+              RetryCause::kTimeout, 0}});
         continue;
       }
       if (!t->got_first_byte) {
