@@ -431,25 +431,42 @@ TEST_P(LocalConformanceTest, FileTruncatedWhileReadsAreQueued) {
 }
 
 // Truncation racing reads already in the engine: whatever the timing, each
-// read gives exactly its bytes or an IoError naming the file.
+// read gives its full length or an IoError naming the file, never short
+// data. Reads wholly before the cut give exactly their bytes. A read that
+// races the cut of its own bytes gets what the kernel had at that instant:
+// the old bytes, or zeros (Linux zeroes the part of a large page-cache
+// folio beyond the new end before dropping it; seen here under TSan and in
+// about one release run in ten).
 TEST_P(LocalConformanceTest, TruncationRacingReadsNeverGivesShortData) {
   constexpr size_t kSize = 1 << 20;
+  constexpr size_t kCut = kSize / 2;
   std::string path = WriteFile("race.bin", kSize);
   OPEN_OR_SKIP(source, path, 16);
   const auto ranges = testing::SpreadRanges(256, 3000, 4096, 7);
   CollectingSink sink;
   for (size_t i = 0; i < ranges.size(); ++i) source->Read(ranges[i], &sink, i);
-  ASSERT_EQ(::truncate(path.c_str(), kSize / 2), 0);
+  ASSERT_EQ(::truncate(path.c_str(), kCut), 0);
   ASSERT_TRUE(sink.WaitFor(ranges.size()));
   for (size_t i = 0; i < ranges.size(); ++i) {
+    const ByteRange& r = ranges[i];
     auto d = sink.Get(i);
-    if (d.bytes.ok()) {
-      EXPECT_TRUE(MatchesPattern(ranges[i], d.bytes->span())) << i;
+    if (r.end() <= kCut) {
+      ASSERT_TRUE(d.bytes.ok()) << r.ToString() << d.bytes.status().ToString();
+      EXPECT_TRUE(MatchesPattern(r, d.bytes->span())) << r.ToString();
       continue;
     }
-    EXPECT_EQ(d.bytes.status().code(), StatusCode::kIoError);
-    EXPECT_THAT(d.bytes.status().message(), HasSubstr(path));
-    EXPECT_GT(ranges[i].end(), kSize / 2) << d.bytes.status().ToString();
+    if (!d.bytes.ok()) {
+      EXPECT_EQ(d.bytes.status().code(), StatusCode::kIoError);
+      EXPECT_THAT(d.bytes.status().message(), HasSubstr(path));
+      continue;
+    }
+    ASSERT_EQ(d.bytes->size(), r.length) << r.ToString();
+    for (size_t k = 0; k < r.length; ++k) {
+      const std::byte b = d.bytes->data()[k];
+      ASSERT_TRUE(b == testing::PatternByteAt(r.offset + k) ||
+                  b == std::byte{0})
+          << r.ToString() << " byte " << k;
+    }
   }
 }
 

@@ -81,8 +81,8 @@ class Source {
 
   // One line for people and logs: which backend serves this source, how it
   // is set up, and why when it is not the one that was asked for (e.g.
-  // "pread pool, 64 threads, buffered; io_uring unavailable: ..."). May
-  // include running counters. The default says nothing (empty).
+  // "pread pool, up to 64 threads, buffered; io_uring unavailable: ...").
+  // May include running counters. The default says nothing (empty).
   virtual std::string Describe() const { return {}; }
 };
 
@@ -95,7 +95,7 @@ class Source {
 std::shared_ptr<Source> MakeMemorySource(std::string name, Slice data,
                                          bool zero_copy = true);
 
-// How a local file is read.
+// How a local file is read (LocalFileOptions::engine).
 enum class LocalEngine {
   kAuto,   // the measured default (kDefaultLocalEngine), falling back to the
            // pread pool when io_uring cannot be set up
@@ -119,16 +119,19 @@ struct LocalFileOptions {
   // Try each buffered read inline with preadv2(RWF_NOWAIT) first: a
   // page-cache hit then completes on the calling thread with no hand-off; a
   // miss (EAGAIN) goes to the pool or the ring. Never with `direct` (a
-  // direct read has no cache to hit; it would block the caller).
-  // Measured by `rangeio bench hot-cache` (rows page-cache and
-  // page-cache-uring) and `rangeio bench local` (rows pread and uring).
+  // direct read has no cache to hit; it would block the caller), nor on the
+  // io_uring thread itself (its next io_uring_enter does the read for less).
+  // Measured by `rangeio bench hot-cache` (row page-cache). On a cold file
+  // a miss costs one failed preadv2 call: with and without it, alternating
+  // runs of cold 4 KiB reads showed no difference beyond the noise.
   bool try_inline = true;
-  // The engine. kAuto resolves to kDefaultLocalEngine; if that is io_uring
-  // and the kernel refuses a ring (EPERM under a seccomp filter or with
-  // kernel.io_uring_disabled, ENOSYS on kernels before 5.1, ENOMEM under a
-  // tight RLIMIT_MEMLOCK), the file is read with the pread pool instead and
-  // Describe() says why. An explicit kUring fails to open instead, naming
-  // the cause: asking for io_uring never silently gives something slower.
+  // The engine. kAuto resolves to kDefaultLocalEngine: io_uring, for the
+  // measurements given there. If the kernel refuses a ring (EPERM under a
+  // seccomp filter or kernel.io_uring_disabled, ENOSYS before Linux 5.1,
+  // ENOMEM under a tight RLIMIT_MEMLOCK), kAuto reads the file with the
+  // pread pool instead and Describe() says why; an explicit kUring fails to
+  // open, naming the cause. Asking for io_uring never silently gives
+  // something slower.
   LocalEngine engine = LocalEngine::kAuto;
   // Open with O_DIRECT: reads bypass the page cache and go to the device in
   // buffers aligned to its direct-I/O alignment (statx STATX_DIOALIGN).
@@ -145,11 +148,21 @@ struct LocalFileOptions {
   bool direct = false;
 };
 
-// The engine kAuto picks: io_uring. Measured with `rangeio bench local` and
-// `rangeio bench hot-cache` on this project's 2-core VM (README, "Measured
-// figures"): see kDefaultLocalEngine's definition in local_file.cc for the
-// figures.
-extern const LocalEngine kDefaultLocalEngine;
+// The engine kAuto picks: io_uring. Measured here (2-core VM, virtio disk,
+// ext4, Linux 6.18; four runs of `rangeio bench local` on a shared machine,
+// README "Measured figures"), against the pread pool at C = 64:
+// - CPU per read 20-58% lower in every row of every run (4 KiB O_DIRECT:
+//   0.33-0.52 against 0.69-1.07 CPU s per 100k reads; 4 KiB buffered cold:
+//   0.58-1.68 against 1.14-2.09);
+// - 4 KiB O_DIRECT: 97-110k against 94-113k IOPS (ahead in 2 runs of 4);
+// - 1 MiB: O_DIRECT 1.4-1.5x the bandwidth (registered buffers), buffered
+//   ahead in 3 runs of 4 (872-1,331 against 378-926 MiB/s);
+// - page-cache-hot (`bench hot-cache`): within noise of the pool (ring
+//   thread copying vs inline preadv2, 94 vs 97 ms for 51,200 reads);
+// - behind on cold buffered 4 KiB IOPS in 3 runs of 4 (53-81k against
+//   70-84k): one ring thread sets up every page-cache miss, where 64 pool
+//   threads spread that work (for twice the CPU).
+inline constexpr LocalEngine kDefaultLocalEngine = LocalEngine::kUring;
 
 // A local file read by the engine `options` chooses. Fails before any read
 // with NotFound / PermissionDenied / InvalidArgument (a directory, a bad

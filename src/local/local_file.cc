@@ -10,8 +10,6 @@
 
 namespace rangeio {
 
-const LocalEngine kDefaultLocalEngine = LocalEngine::kUring;
-
 std::string_view LocalEngineName(LocalEngine engine) {
   switch (engine) {
     case LocalEngine::kAuto:
