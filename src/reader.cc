@@ -176,8 +176,8 @@ class StreamState final : public StreamBase,
       // thread's completion may bring in_flight_ to 0 and the consumer then
       // drop the stream, its reader and its limiter: hold the stream until
       // the call returns (and release it then if it is done).
-      keepalive = in_flight_ == 0 && DoneLocked() ? std::move(keepalive_)
-                                                  : keepalive_;
+      keepalive =
+          in_flight_ == 0 && DoneLocked() ? std::move(keepalive_) : keepalive_;
     }
     // The permit goes back last: it may admit this stream's next read.
     limiter_->ReadDone(latency, got, status.ok());

@@ -120,8 +120,7 @@ class LocalConformanceTest : public ::testing::TestWithParam<Engine> {
   Reader OpenReader(std::shared_ptr<Source> source, Options options,
                     std::shared_ptr<Limiter> limiter = nullptr) {
     if (!options.planner) options.planner = PlannerOptions::None();
-    auto reader =
-        Reader::Open(std::move(source), options, std::move(limiter));
+    auto reader = Reader::Open(std::move(source), options, std::move(limiter));
     EXPECT_TRUE(reader.ok()) << reader.status().ToString();
     return std::move(reader).value();
   }

@@ -222,7 +222,8 @@ Result<Report> RunHotCache(const BenchOptions& options) {
   const char* names[] = {"memcpy",          "memcpy-one-buffer", "pread",
                          "memory-copy",     "memory-zero-copy",  "page-cache",
                          "page-cache-uring"};
-  for (const char* n : names) rep.rows.push_back({n, {}, kRanges, {}, {}, {}, {}});
+  for (const char* n : names)
+    rep.rows.push_back({n, {}, kRanges, {}, {}, {}, {}});
 
   Status failure;
   Rounds(options.rounds, std::size(names), [&](size_t k) {
