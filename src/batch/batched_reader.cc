@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "rangeio/batch.h"
+#include "thread_name.h"
 
 namespace rangeio {
 namespace {
@@ -38,7 +39,10 @@ class Core : public std::enable_shared_from_this<Core> {
     if (idle_ > 0) {
       cv_.notify_one();
     } else if (threads_.size() < max_dispatchers_) {
-      threads_.emplace_back([self = shared_from_this()] { self->Work(); });
+      threads_.emplace_back([self = shared_from_this()] {
+        detail::NameThisThread("rio-batch");
+        self->Work();
+      });
     }
   }
 

@@ -21,6 +21,7 @@
 
 #include "clock.h"
 #include "http/s3.h"
+#include "thread_name.h"
 
 namespace rangeio::detail {
 namespace {
@@ -438,7 +439,10 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     if (multi_ == nullptr) return Status::Internal("curl_multi_init failed");
     // Multiplex HTTP/2 streams on one connection where offered.
     curl_multi_setopt(multi_, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
-    thread_ = std::thread([self = shared_from_this()] { self->Run(); });
+    thread_ = std::thread([self = shared_from_this()] {
+      NameThisThread("rio-http");
+      self->Run();
+    });
     std::lock_guard lk(mu_);
     loop_id_ = thread_.get_id();
     return Status::OK();

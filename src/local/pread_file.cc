@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "thread_name.h"
+
 namespace rangeio::detail {
 namespace {
 
@@ -82,7 +84,10 @@ class PreadPool : public std::enable_shared_from_this<PreadPool> {
 
  private:
   void StartWorkerLocked() {
-    threads_.emplace_back([self = shared_from_this()] { self->Work(); });
+    threads_.emplace_back([self = shared_from_this()] {
+      NameThisThread("rio-pread");
+      self->Work();
+    });
   }
 
   void Work() {

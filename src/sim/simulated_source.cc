@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "rangeio/sim.h"
+#include "thread_name.h"
 
 namespace rangeio {
 
@@ -121,7 +122,10 @@ struct Pending {
 class Timer : public std::enable_shared_from_this<Timer> {
  public:
   void Start() {
-    thread_ = std::thread([self = shared_from_this()] { self->Run(); });
+    thread_ = std::thread([self = shared_from_this()] {
+      detail::NameThisThread("rio-sim-timer");
+      self->Run();
+    });
   }
 
   void Add(Pending p) {

@@ -60,6 +60,8 @@
 #include <utility>
 #include <vector>
 
+#include "thread_name.h"
+
 namespace rangeio::detail {
 namespace {
 
@@ -264,6 +266,7 @@ class Ring : public std::enable_shared_from_this<Ring> {
 
   void Run(std::promise<Status>* started) {
     ring_thread_ = std::this_thread::get_id();
+    NameThisThread("rio-uring");
     Status st = Setup();
     const bool ok = st.ok();
     started->set_value(std::move(st));  // `started` dies with Start()
