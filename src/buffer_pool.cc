@@ -1,5 +1,6 @@
 #include "buffer_pool.h"
 
+#include <atomic>
 #include <bit>
 #include <cstdlib>
 #include <mutex>
@@ -26,12 +27,12 @@ std::byte* AlignedNew(size_t bytes, size_t alignment) {
 }
 
 // One LIFO stack of idle buffers per size class, each with its own mutex
-// (lock hold times are a push or a pop).
+// (lock hold times are a push or a pop), and one count of idle bytes.
 class BufferPool {
  public:
   BufferPool() {
     for (size_t c = 0; c < kSizeClasses; ++c) {
-      classes_[c].free.reserve(kPooledBytesPerClass / ClassBytes(c));
+      classes_[c].free.reserve(PooledIdleCapBytes(c) / ClassBytes(c));
     }
   }
 
@@ -42,6 +43,7 @@ class BufferPool {
       if (!k.free.empty()) {
         std::byte* p = k.free.back();
         k.free.pop_back();
+        idle_bytes_.fetch_sub(ClassBytes(c), std::memory_order_relaxed);
         return p;
       }
     }
@@ -50,11 +52,16 @@ class BufferPool {
 
   void Give(size_t c, std::byte* p) {
     Class& k = classes_[c];
+    const size_t bytes = ClassBytes(c);
     {
       std::lock_guard lk(k.mu);
-      if ((k.free.size() + 1) * ClassBytes(c) <= kPooledBytesPerClass) {
-        k.free.push_back(p);
-        return;
+      if ((k.free.size() + 1) * bytes <= PooledIdleCapBytes(c)) {
+        if (idle_bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes <=
+            kMaxPooledIdleBytes) {
+          k.free.push_back(p);
+          return;
+        }
+        idle_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
       }
     }
     std::free(p);
@@ -75,6 +82,9 @@ class BufferPool {
     std::vector<std::byte*> free;  // guarded by mu
   };
   Class classes_[kSizeClasses];
+  // Idle bytes in all classes: reserved before a push, so that concurrent
+  // Give()s to different classes never exceed kMaxPooledIdleBytes.
+  std::atomic<size_t> idle_bytes_{0};
 };
 
 // Never destroyed: buffers may be released by static destructors and by

@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -51,16 +53,40 @@ TEST(BufferPoolTest, ReleasedBufferIsTheNextOneHandedOut) {
 }
 
 TEST(BufferPoolTest, IdleMemoryIsBoundedPerClass) {
-  const size_t before = PooledIdleBytes();
+  // 64 KiB (class 7) keeps 64 buffers (4 MiB); 4 KiB (class 3) keeps 2 MiB.
+  static_assert(PooledIdleCapBytes(7) == 64 * 65536);
+  static_assert(PooledIdleCapBytes(3) == kPooledBytesPerClass);
+  for (const size_t size : {size_t{4096}, size_t{65536}}) {
+    const size_t c = std::bit_width(size - 1) - std::bit_width(511u);
+    const size_t before = PooledIdleBytes();
+    {
+      std::vector<std::shared_ptr<std::byte>> held;
+      const size_t n = 2 * PooledIdleCapBytes(c) / size;  // twice the bound
+      for (size_t i = 0; i < n; ++i) held.push_back(AllocatePooledBuffer(size));
+    }
+    // Only this class's bound was filled; the rest was freed.
+    EXPECT_LE(PooledIdleBytes(), before + PooledIdleCapBytes(c)) << size;
+    EXPECT_GE(PooledIdleBytes(), PooledIdleCapBytes(c)) << size;
+    EXPECT_LE(PooledIdleBytes(), kMaxPooledIdleBytes) << size;
+  }
+}
+
+TEST(BufferPoolTest, IdleMemoryIsBoundedInAll) {
+  // Filling every class past its bound keeps at most kMaxPooledIdleBytes.
+  size_t caps = 0;
   {
     std::vector<std::shared_ptr<std::byte>> held;
-    const size_t n = 2 * kPooledBytesPerClass / 65536;  // twice the bound
-    for (size_t i = 0; i < n; ++i) held.push_back(AllocatePooledBuffer(65536));
+    for (size_t c = 0; c < kSizeClasses; ++c) {
+      caps += PooledIdleCapBytes(c);
+      const size_t size = kMinPooledBytes << c;
+      for (size_t i = 0; i < PooledIdleCapBytes(c) / size + 1; ++i) {
+        held.push_back(AllocatePooledBuffer(size));
+      }
+    }
   }
-  // Only one class's bound was filled; the rest was freed.
-  EXPECT_LE(PooledIdleBytes(), before + kPooledBytesPerClass);
-  EXPECT_GE(PooledIdleBytes(), kPooledBytesPerClass);
-  EXPECT_LE(PooledIdleBytes(), kSizeClasses * kPooledBytesPerClass);
+  ASSERT_GT(caps, kMaxPooledIdleBytes);  // else this test shows nothing
+  EXPECT_LE(PooledIdleBytes(), kMaxPooledIdleBytes);
+  EXPECT_GE(PooledIdleBytes(), kMaxPooledIdleBytes - kMaxPooledBytes);
 }
 
 TEST(BufferPoolTest, LargeBuffersAreNotPooled) {
@@ -96,7 +122,7 @@ TEST(BufferPoolTest, BuffersMayBeReleasedOnOtherThreads) {
     });
   }
   for (std::thread& t : threads) t.join();
-  EXPECT_LE(PooledIdleBytes(), kSizeClasses * kPooledBytesPerClass);
+  EXPECT_LE(PooledIdleBytes(), kMaxPooledIdleBytes);
 }
 
 }  // namespace
