@@ -170,6 +170,7 @@ class StreamState final : public StreamBase,
         }
         if (delivery_ == Delivery::kAsCompleted) ready_.push_back(tag);
         next_chunk = chunked_ && in_flight_ == 0 && !failed_;
+        changes_.fetch_add(1, std::memory_order_release);
         if (consumer_waiting_) cv_.notify_one();
       }
       // This call still uses the stream after unlocking, while another
@@ -238,11 +239,20 @@ class StreamState final : public StreamBase,
       FlushStatsLocked();
       if (!StalledLocked()) {
         stall_deadline = 0;
-        if (spins++ < kSpins && in_flight_ > 0) {
+        if (spins < kSpins && in_flight_ > 0) {
           // Results from other threads often arrive within microseconds; a
-          // futex sleep and wake-up would cost more than the wait.
+          // futex sleep and wake-up would cost more than the wait. The spin
+          // watches a counter, not the lock: a completion never has to wait
+          // for the consumer's lock (a futex sleep on the thread that
+          // submits the next reads: 4.5% of the io_uring thread's samples
+          // when the spin re-took the lock each turn).
+          const uint64_t seen = changes_.load(std::memory_order_relaxed);
           lk.unlock();
-          std::this_thread::yield();
+          do {
+            ++spins;
+            std::this_thread::yield();
+          } while (spins < kSpins &&
+                   changes_.load(std::memory_order_acquire) == seen);
           lk.lock();
           continue;
         }
@@ -294,6 +304,7 @@ class StreamState final : public StreamBase,
       ready_.clear();
       FlushStatsLocked();
       ReleaseSelfIfDoneLocked(&self);
+      changes_.fetch_add(1, std::memory_order_release);
     }
     limiter_->Withdraw(this);
     dropped.clear();
@@ -360,6 +371,7 @@ class StreamState final : public StreamBase,
         final_status_ = Status::Internal(
             "rangeio: no free result slot for " + RangeContext(first + j) +
             " (response budget accounting is broken)");
+        changes_.fetch_add(1, std::memory_order_release);
         cv_.notify_all();
         return false;
       }
@@ -481,6 +493,9 @@ class StreamState final : public StreamBase,
   bool finished_ = false;                   // GUARDED_BY(mu_)
   bool failed_ = false;                     // GUARDED_BY(mu_): a read failed
   bool consumer_waiting_ = false;           // GUARDED_BY(mu_)
+  // Bumped (under mu_) by every change the consumer may be waiting for;
+  // read without mu_ by its spin.
+  std::atomic<uint64_t> changes_{0};
   Status final_status_;                     // GUARDED_BY(mu_)
   std::shared_ptr<StreamState> keepalive_;  // GUARDED_BY(mu_)
 };
