@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "limiter_core.h"
+#include "spin_lock.h"
 
 namespace rangeio {
 namespace detail {
@@ -82,7 +83,7 @@ void LimiterCore::ReadDone(uint64_t latency_ns, uint64_t bytes, bool ok) {
     f->done_errors += ok ? 0 : 1;
     return;
   }
-  std::unique_lock lk(mu_);
+  auto lk = LockSpinning(mu_);
   --in_flight_;
   StatsRecorder::AddReads(&stats_, &latency_ns, 1, bytes, ok ? 0 : 1);
   Pump(lk);
@@ -99,14 +100,14 @@ std::shared_ptr<LimiterCore> LimiterCore::ReleaseResponseLocked(
 
 void LimiterCore::ReleaseResponse(uint64_t bytes) {
   std::shared_ptr<LimiterCore> self;  // destroyed last: may free this
-  std::unique_lock lk(mu_);
+  auto lk = LockSpinning(mu_);
   self = ReleaseResponseLocked(bytes);
   Pump(lk);
 }
 
 void LimiterCore::ReturnUnused(uint64_t bytes) {
   std::shared_ptr<LimiterCore> self;  // destroyed last: may free this
-  std::unique_lock lk(mu_);
+  auto lk = LockSpinning(mu_);
   --in_flight_;
   ++stats_.reads_cancelled;
   self = ReleaseResponseLocked(bytes);
@@ -187,7 +188,7 @@ void LimiterCore::Pump(std::unique_lock<std::mutex>& lk) {
     lk.unlock();
     for (const Grant& g : grants) g.client->OnGrant(g.first, g.n);
     grants.clear();
-    lk.lock();
+    RelockSpinning(lk);
     ApplyInlineDoneLocked(frame);
   }
   frame.core = nullptr;
