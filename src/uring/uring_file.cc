@@ -5,8 +5,9 @@
 // once), submits all of them and waits for completions in one
 // io_uring_enter, then reaps every completion and runs the callbacks. So
 // reads arrive in batches: the Reader admits the next read from inside a
-// completion callback, which runs on the ring thread, and every read queued
-// while the ring thread runs callbacks goes out in its next io_uring_enter.
+// completion callback, which runs on the ring thread, and the reads queued
+// while the ring thread runs callbacks go out every kEagerSubmitEvery
+// callbacks and with its next io_uring_enter.
 //
 // Waking: the ring always has a read of an eventfd in flight. A Read() from
 // another thread that finds the ring thread asleep in io_uring_enter writes
@@ -77,6 +78,17 @@ constexpr uint64_t kMaxReadCall = uint64_t{1} << 30;
 // Registered buffers (see FixedBuffers): direct reads of this size range.
 constexpr uint64_t kFixedMinBytes = uint64_t{64} << 10;
 constexpr size_t kFixedSlotBytes = size_t{1} << 20;
+
+// The ring thread submits the reads that completion callbacks queue after
+// every this many callbacks, instead of once after all the callbacks of a
+// reaped batch (~17 on 4 KiB O_DIRECT reads at C = 64): a read that
+// completed first in a batch no longer waits for the callbacks of the rest
+// before its successor reaches the device. fio submits every I/O with its
+// own io_uring_enter. 4 KiB O_DIRECT reads through a Reader, runs
+// alternated on a busy machine: 74-89k IOPS with one submission per batch,
+// 82-103k submitting after every callback, 86-98k after every 4, at the
+// same CPU per read (0.41-0.54 CPU s per 100k reads).
+constexpr size_t kEagerSubmitEvery = 4;
 
 // With nothing in flight, the ring thread polls for new reads (yielding its
 // core) this many times before it sleeps in io_uring_enter: a Read() from
@@ -342,9 +354,29 @@ class Ring : public std::enable_shared_from_this<Ring> {
         wake_sent_ = false;
       }
       Reap(&issue, &finished);
-      for (Finished& f : finished) Complete(f.read, std::move(f.status));
+      for (size_t i = 0; i < finished.size(); ++i) {
+        Complete(finished[i].read, std::move(finished[i].status));
+        if ((i + 1) % kEagerSubmitEvery == 0 && i + 1 < finished.size()) {
+          SubmitQueued(&issue);
+        }
+      }
       finished.clear();
     }
+  }
+
+  // Submits, without waiting, the reads queued so far (by the callbacks
+  // of the reaped batch) and the re-queued short reads in `issue`.
+  void SubmitQueued(std::vector<uint32_t>* issue) {
+    {
+      std::lock_guard lk(mu_);
+      TakePendingLocked(issue);
+    }
+    if (issue->empty()) return;
+    for (uint32_t s : *issue) PrepRead(s);
+    reads_submitted_.fetch_add(issue->size(), std::memory_order_relaxed);
+    issue->clear();
+    (void)io_uring_submit(&ring_);  // failures: see the wait below
+    enters_.fetch_add(1, std::memory_order_relaxed);
   }
 
   // Moves queued reads into free slots, to be submitted.
