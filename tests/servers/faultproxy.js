@@ -7,7 +7,7 @@
 // listener has its own upstream, latency model, fault list and counters, so
 // tests running in parallel never share a configuration.
 //
-//   node faultproxy.js --control-port 0 --port-file FILE [--workers N]
+//   node faultproxy.js --control-port 0 --port-file FILE
 //
 // Control API (JSON), on 127.0.0.1:<control port>:
 //   POST   /listeners        {"upstream": "127.0.0.1:8080",
@@ -44,24 +44,23 @@
 //   {"kind": "widen_range", "extra": E}  asks upstream for E more bytes than
 //                                   the client did (a mismatched Content-Range)
 //
-// With --workers N > 1 (benchmarks), a listener given on the command line
-// (--listen PORT --upstream HOST:PORT --latency JSON) is served by N
-// processes sharing the port; the control API is then not started.
+// A listener can also be given on the command line (--listen PORT
+// --upstream HOST:PORT --latency JSON). The benchmarks' listeners are
+// rangeio-latency-relay (tools/latency_relay.cc), not this: Node costs
+// ~300 us of CPU per 100 KiB response, too close to their request rate.
 'use strict';
 
-const cluster = require('cluster');
 const fs = require('fs');
 const http = require('http');
 const net = require('net');
 
 function parseArgs(argv) {
-  const out = { controlPort: null, portFile: null, workers: 1 };
+  const out = { controlPort: null, portFile: null };
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i];
     const v = () => argv[++i];
     if (a === '--control-port') out.controlPort = Number(v());
     else if (a === '--port-file') out.portFile = v();
-    else if (a === '--workers') out.workers = Number(v());
     else if (a === '--listen') out.listen = Number(v());
     else if (a === '--upstream') out.upstream = v();
     else if (a === '--latency') out.latency = JSON.parse(v());
@@ -131,7 +130,8 @@ class Listener {
     this.stats = { requests: 0, methods: {}, faults: {}, captured: [] };
     this.sockets = new Set();
     // Latency only: relay bytes, parsing nothing but request heads (several
-    // times the rate of a full HTTP proxy in Node; the benchmarks need it).
+    // times the rate of a full HTTP proxy in Node). tools/latency_relay.cc
+    // does the same for the benchmarks, in C++.
     this.tcp = this.faults.length === 0 && !this.capture;
     if (this.tcp) {
       this.server = net.createServer((s) => this.relayTcp(s));
@@ -346,20 +346,10 @@ async function control(listeners, req, res) {
 
 async function main() {
   const args = parseArgs(process.argv);
-  if (args.listen !== undefined && args.workers > 1) {
-    if (cluster.isPrimary) {
-      for (let i = 0; i < args.workers; i++) cluster.fork();
-      cluster.on('exit', (w, code) => {
-        console.error(`faultproxy: worker ${w.process.pid} exited (${code})`);
-        process.exit(1);
-      });
-      return;
-    }
-  }
   if (args.listen !== undefined) {
     const l = new Listener({ upstream: args.upstream, latency: args.latency });
     const port = await l.listen(args.listen);
-    if (args.portFile && (!cluster.isWorker || cluster.worker.id === 1)) {
+    if (args.portFile) {
       fs.writeFileSync(args.portFile, `${port}\n`);
     }
     if (args.controlPort === null) return;

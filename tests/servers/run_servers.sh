@@ -11,9 +11,10 @@
 #   s3rver           (pinned in package.json; `npm ci` here first; started by
 #                    s3rver_main.js) with the bucket rangeio-test holding the
 #                    seeded keys;
-#   faultproxy.js    its control API (tests make their own listeners), plus
-#                    two fixed listeners in front of nginx for the benchmark:
-#                    lognormal latency (median 24 ms, sigma 0.3) and none.
+#   faultproxy.js    its control API (tests make their own listeners);
+#   rangeio-latency-relay (tools/latency_relay.cc, from the build tree) twice
+#                    in front of nginx for the benchmarks: lognormal latency
+#                    (median 24 ms, sigma 0.3), and none.
 # It prints `export NAME=VALUE` lines and writes them to STATE_DIR/servers.env:
 #   RANGEIO_TEST_NGINX            http://127.0.0.1:PORT (root: data dir)
 #   RANGEIO_TEST_NGINX_ROOT       the data dir (tests may add files)
@@ -27,16 +28,18 @@
 #   RANGEIO_TEST_PROXY_CONTROL    http://127.0.0.1:PORT (faultproxy API)
 #   RANGEIO_BENCH_HTTP_URL        bench.bin through the 24 ms listener
 #   RANGEIO_BENCH_HTTP_CAPACITY_URL  bench.bin through the no-latency one
-#   RANGEIO_BENCH_PROXY_PIDS      the 24 ms listener's processes (CPU cost)
+#   RANGEIO_BENCH_PROXY_PIDS      the 24 ms relay's process (CPU cost)
 # stop: ends the processes that start recorded in STATE_DIR/pids.
+#
+# The relay comes from the build tree $RANGEIO_BUILD_DIR (default: build/ in
+# the repo), so build first (.ci/run starts the servers after its release
+# build).
 set -euo pipefail
 
 readonly HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly BUCKET=rangeio-test
-# Node processes serving the benchmark listeners: 2, one per core; measured
-# by `rangeio bench http` (proxy-capacity row) to stay >= 3x the rate the
-# benchmark asks of it.
-readonly BENCH_PROXY_WORKERS=${RANGEIO_BENCH_PROXY_WORKERS:-2}
+readonly BUILD_DIR=${RANGEIO_BUILD_DIR:-$HERE/../../build}
+readonly RELAY=$BUILD_DIR/tools/rangeio-latency-relay
 
 usage() {
   echo "usage: $0 start|stop STATE_DIR" >&2
@@ -144,8 +147,26 @@ start_proxy() {
   wait_for_port "$PROXY_PORT" "$pid" "faultproxy ($name)"
 }
 
+# start_relay STATE NAME ARGS...: sets RELAY_PORT and RELAY_PID.
+start_relay() {
+  local state=$1 name=$2
+  shift 2
+  rm -f "$state/$name.port"
+  "$RELAY" --port-file "$state/$name.port" "$@" >"$state/$name.log" 2>&1 &
+  RELAY_PID=$!
+  echo "$RELAY_PID" >>"$state/pids"
+  wait_for_file "$state/$name.port" "$RELAY_PID" "latency relay ($name)"
+  RELAY_PORT=$(cat "$state/$name.port")
+  wait_for_port "$RELAY_PORT" "$RELAY_PID" "latency relay ($name)"
+}
+
 start() {
   local state=$1
+  if [[ ! -x $RELAY ]]; then
+    echo "run_servers: the latency relay $RELAY is not built: build rangeio" \
+      "first (cmake --build build), or set RANGEIO_BUILD_DIR to the build tree" >&2
+    exit 1
+  fi
   if [[ ! -d $HERE/node_modules/s3rver ]]; then
     echo "run_servers: s3rver is not installed: run 'npm ci' in $HERE" >&2
     exit 1
@@ -169,16 +190,15 @@ start() {
     --s3 "http://127.0.0.1:$S3_PORT" --bucket "$BUCKET"
   start_proxy "$state" proxy-control --control-port 0
   local control=$PROXY_PORT
-  start_proxy "$state" proxy-bench --listen 0 --upstream "127.0.0.1:$NGINX_PORT" \
-    --latency '{"kind":"lognormal","median_ms":24,"sigma":0.3}' \
-    --workers "$BENCH_PROXY_WORKERS"
-  local bench=$PROXY_PORT bench_pids
-  # The bench listener's processes (primary and workers): `rangeio bench
-  # http` reads their CPU time to measure what the proxy costs per request.
-  bench_pids="$(tail -n1 "$state/pids") $(pgrep -P "$(tail -n1 "$state/pids")" | tr '\n' ' ' || true)"
-  start_proxy "$state" proxy-capacity --listen 0 --upstream "127.0.0.1:$NGINX_PORT" \
-    --latency '{"kind":"none"}' --workers "$BENCH_PROXY_WORKERS"
-  local capacity=$PROXY_PORT
+  # The benchmarks' relays: one process each, single-threaded (at ~2,300
+  # requests/s it needs a fraction of a core; `rangeio bench http` reports
+  # its CPU per request from RANGEIO_BENCH_PROXY_PIDS).
+  start_relay "$state" relay-bench --listen 0 --upstream "127.0.0.1:$NGINX_PORT" \
+    --latency '{"kind":"lognormal","median_ms":24,"sigma":0.3}'
+  local bench=$RELAY_PORT bench_pid=$RELAY_PID
+  start_relay "$state" relay-capacity --listen 0 --upstream "127.0.0.1:$NGINX_PORT" \
+    --latency '{"kind":"none"}'
+  local capacity=$RELAY_PORT
   trap - EXIT
 
   cat >"$state/servers.env" <<EOF
@@ -192,7 +212,7 @@ export RANGEIO_TEST_S3_BUCKET=$BUCKET
 export RANGEIO_TEST_PROXY_CONTROL=http://127.0.0.1:$control
 export RANGEIO_BENCH_HTTP_URL=http://127.0.0.1:$bench/bench.bin
 export RANGEIO_BENCH_HTTP_CAPACITY_URL=http://127.0.0.1:$capacity/bench.bin
-export RANGEIO_BENCH_PROXY_PIDS="${bench_pids% }"
+export RANGEIO_BENCH_PROXY_PIDS=$bench_pid
 EOF
   cat "$state/servers.env"
 }
