@@ -18,6 +18,7 @@
 #include "limiter_core.h"
 #include "rangeio/planner.h"
 #include "stats_recorder.h"
+#include "stream_poll.h"
 
 namespace rangeio {
 namespace detail {
@@ -28,6 +29,10 @@ class StreamBase {
  public:
   virtual ~StreamBase() = default;
   virtual Result<std::optional<RangeResult>> Next() = 0;
+  // Next() that returns std::nullopt with *pending set instead of waiting.
+  virtual Result<std::optional<RangeResult>> Poll(bool* pending) = 0;
+  // Every later change a consumer may wait for also notifies `waker`.
+  virtual void SetWaker(std::shared_ptr<Waker> waker) = 0;
   // Cancels what is not yet delivered; idempotent.
   virtual void Finish() = 0;
   virtual size_t size() const = 0;
@@ -172,6 +177,7 @@ class StreamState final : public StreamBase,
         next_chunk = chunked_ && in_flight_ == 0 && !failed_;
         changes_.fetch_add(1, std::memory_order_release);
         if (consumer_waiting_) cv_.notify_one();
+        if (waker_) waker_->Notify();
       }
       // This call still uses the stream after unlocking, while another
       // thread's completion may bring in_flight_ to 0 and the consumer then
@@ -187,8 +193,10 @@ class StreamState final : public StreamBase,
     lease.reset();  // a cancelled stream's response goes back here
   }
 
-  Result<std::optional<RangeResult>> Next() override {
-    RANGEIO_ASSIGN_OR_RETURN(std::optional<RawResult> raw, NextRaw());
+  Result<std::optional<RangeResult>> Next() override { return Poll(nullptr); }
+
+  Result<std::optional<RangeResult>> Poll(bool* pending) override {
+    RANGEIO_ASSIGN_OR_RETURN(std::optional<RawResult> raw, NextRaw(pending));
     if (!raw) return std::optional<RangeResult>();
     const std::byte* data = raw->lease->bytes.data();
     const size_t size = raw->lease->bytes.size();
@@ -197,10 +205,16 @@ class StreamState final : public StreamBase,
         RangeResult{raw->index, Slice(std::move(raw->lease), data, size)});
   }
 
-  // Next() for a PlannedStream: the physical result's lease itself.
-  Result<std::optional<RawResult>> NextRaw() {
+  void SetWaker(std::shared_ptr<Waker> waker) override {
+    std::lock_guard lk(mu_);
+    waker_ = std::move(waker);
+  }
+
+  // Next() for a PlannedStream: the physical result's lease itself. With
+  // `pending` non-null, sets *pending and returns std::nullopt instead of
+  // waiting for a result.
+  Result<std::optional<RawResult>> NextRaw(bool* pending = nullptr) {
     std::unique_lock lk(mu_);
-    uint64_t stall_deadline = 0;
     int spins = 0;
     for (;;) {
       if (!final_status_.ok()) return final_status_;
@@ -225,6 +239,7 @@ class StreamState final : public StreamBase,
           return error;
         }
         RawResult r{s.index, std::move(s.lease)};
+        stall_deadline_ = 0;
         if (record_deliveries_) unflushed_bytes_ += r.lease->cost;
         s.state = Slot::kFree;
         ReleaseSlot(*tag);
@@ -238,7 +253,11 @@ class StreamState final : public StreamBase,
       }
       FlushStatsLocked();
       if (!StalledLocked()) {
-        stall_deadline = 0;
+        stall_deadline_ = 0;
+        if (pending) {
+          *pending = true;
+          return std::optional<RawResult>();
+        }
         if (spins < kSpins && in_flight_ > 0) {
           // Results from other threads often arrive within microseconds; a
           // futex sleep and wake-up would cost more than the wait. The spin
@@ -262,21 +281,25 @@ class StreamState final : public StreamBase,
         continue;
       }
       const uint64_t now = NowNanos();
-      if (stall_deadline == 0) {
-        stall_deadline =
+      if (stall_deadline_ == 0) {
+        stall_deadline_ =
             now +
             std::chrono::duration_cast<std::chrono::nanoseconds>(stall_timeout_)
                 .count();
       }
-      if (now >= stall_deadline) {
+      if (now >= stall_deadline_) {
         final_status_ = StallError();
         Status error = final_status_;
         lk.unlock();
         Finish();
         return error;
       }
+      if (pending) {
+        *pending = true;
+        return std::optional<RawResult>();
+      }
       consumer_waiting_ = true;
-      cv_.wait_for(lk, std::chrono::nanoseconds(stall_deadline - now));
+      cv_.wait_for(lk, std::chrono::nanoseconds(stall_deadline_ - now));
       consumer_waiting_ = false;
     }
   }
@@ -305,6 +328,7 @@ class StreamState final : public StreamBase,
       FlushStatsLocked();
       ReleaseSelfIfDoneLocked(&self);
       changes_.fetch_add(1, std::memory_order_release);
+      if (waker_) waker_->Notify();
     }
     limiter_->Withdraw(this);
     dropped.clear();
@@ -373,6 +397,7 @@ class StreamState final : public StreamBase,
             " (response budget accounting is broken)");
         changes_.fetch_add(1, std::memory_order_release);
         cv_.notify_all();
+        if (waker_) waker_->Notify();
         return false;
       }
       const uint64_t tag = *slot;
@@ -480,22 +505,25 @@ class StreamState final : public StreamBase,
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Slot> slots_;                 // GUARDED_BY(mu_)
-  std::vector<uint64_t> free_slots_;        // GUARDED_BY(mu_), as-completed
-  std::deque<uint64_t> ready_;              // GUARDED_BY(mu_), as-completed
-  uint64_t in_flight_ = 0;                  // GUARDED_BY(mu_)
-  uint64_t n_submitted_ = 0;                // GUARDED_BY(mu_)
-  uint64_t delivered_ = 0;                  // GUARDED_BY(mu_)
-  UnflushedReads reads_;                    // GUARDED_BY(mu_)
-  uint64_t unflushed_ = 0;                  // GUARDED_BY(mu_)
-  uint64_t unflushed_bytes_ = 0;            // GUARDED_BY(mu_)
-  uint64_t cancelled_ = 0;                  // GUARDED_BY(mu_)
-  bool finished_ = false;                   // GUARDED_BY(mu_)
-  bool failed_ = false;                     // GUARDED_BY(mu_): a read failed
-  bool consumer_waiting_ = false;           // GUARDED_BY(mu_)
+  std::vector<Slot> slots_;           // GUARDED_BY(mu_)
+  std::vector<uint64_t> free_slots_;  // GUARDED_BY(mu_), as-completed
+  std::deque<uint64_t> ready_;        // GUARDED_BY(mu_), as-completed
+  uint64_t in_flight_ = 0;            // GUARDED_BY(mu_)
+  uint64_t n_submitted_ = 0;          // GUARDED_BY(mu_)
+  uint64_t delivered_ = 0;            // GUARDED_BY(mu_)
+  UnflushedReads reads_;              // GUARDED_BY(mu_)
+  uint64_t unflushed_ = 0;            // GUARDED_BY(mu_)
+  uint64_t unflushed_bytes_ = 0;      // GUARDED_BY(mu_)
+  uint64_t cancelled_ = 0;            // GUARDED_BY(mu_)
+  bool finished_ = false;             // GUARDED_BY(mu_)
+  bool failed_ = false;               // GUARDED_BY(mu_): a read failed
+  bool consumer_waiting_ = false;     // GUARDED_BY(mu_)
   // Bumped (under mu_) by every change the consumer may be waiting for;
   // read without mu_ by its spin.
   std::atomic<uint64_t> changes_{0};
+  std::shared_ptr<Waker> waker_;  // GUARDED_BY(mu_), may be null
+  // When a stalled consumer gives up (0: not stalled).
+  uint64_t stall_deadline_ = 0;             // GUARDED_BY(mu_)
   Status final_status_;                     // GUARDED_BY(mu_)
   std::shared_ptr<StreamState> keepalive_;  // GUARDED_BY(mu_)
 };
@@ -602,7 +630,13 @@ class PlannedStream final : public StreamBase {
     physical_->Start();
   }
 
-  Result<std::optional<RangeResult>> Next() override {
+  Result<std::optional<RangeResult>> Next() override { return Poll(nullptr); }
+
+  void SetWaker(std::shared_ptr<Waker> waker) override {
+    physical_->SetWaker(std::move(waker));
+  }
+
+  Result<std::optional<RangeResult>> Poll(bool* pending) override {
     if (!status_.ok()) return status_;
     for (;;) {
       if (delivered_ == map_->ranges.size()) {
@@ -625,8 +659,14 @@ class PlannedStream final : public StreamBase {
         return std::optional<RangeResult>(Deliver(*i));
       }
       Flush();  // the consumer is about to wait: bring stats up to date
-      Result<std::optional<RawResult>> raw = physical_->NextRaw();
+      bool physical_pending = false;
+      Result<std::optional<RawResult>> raw =
+          physical_->NextRaw(pending ? &physical_pending : nullptr);
       if (!raw.ok()) return Fail(raw.status());
+      if (physical_pending) {
+        *pending = true;
+        return std::optional<RangeResult>();
+      }
       if (!*raw) {
         return Fail(Status::Internal(
             "rangeio: the physical reads of '" + map_->source_name +
@@ -876,6 +916,20 @@ Result<std::optional<RangeResult>> RangeStream::Next() {
   if (!state_) return Status::Cancelled("stream was moved from");
   return state_->Next();
 }
+
+namespace detail {
+
+void StreamAccess::SetWaker(RangeStream& stream, std::shared_ptr<Waker> waker) {
+  if (stream.state_) stream.state_->SetWaker(std::move(waker));
+}
+
+Result<std::optional<RangeResult>> StreamAccess::Poll(RangeStream& stream,
+                                                      bool* pending) {
+  if (!stream.state_) return Status::Cancelled("stream was moved from");
+  return stream.state_->Poll(pending);
+}
+
+}  // namespace detail
 
 void RangeStream::Cancel() {
   if (state_) state_->Finish();
