@@ -5,10 +5,10 @@
 // as one batch. The batch is grouped by source; each source's ranges are
 // read as one as-completed stream (planned together), every stream is
 // started before any is consumed, and the dispatcher hands each result to
-// its request's callback as it arrives. One source: the stream's blocking
-// Next(). Several: the streams share a Waker and the dispatcher polls them
-// all, sleeping only when none has anything new. In serialized mode a batch
-// is taken only once the previous one has finished on every source.
+// its request's callback as it arrives: the streams share a Waker and the
+// dispatcher polls them all, sleeping only when none has anything new. In
+// serialized mode a batch is taken only once the previous one has finished on
+// every source.
 //
 // The threads share a Core with the handle; destroying the handle stops
 // them once the queue is empty (every callback still runs exactly once).
@@ -181,11 +181,7 @@ class Core : public std::enable_shared_from_this<Core> {
       delivered[i] = true;
       batch[i].done(std::move(r.bytes));
     };
-    if (groups.size() == 1) {
-      ConsumeOne(groups[0], deliver);
-    } else {
-      ConsumeAll(groups, deliver);
-    }
+    Consume(groups, deliver);
     // A stream failed: each range it left is read alone, so that an error
     // reaches only the callers whose ranges it affects.
     for (size_t i = 0; i < batch.size(); ++i) {
@@ -198,20 +194,13 @@ class Core : public std::enable_shared_from_this<Core> {
     }
   }
 
+  // The streams of the batch's sources as one as-completed unit. One
+  // source goes this way too (not through the stream's blocking Next()):
+  // Next() spins on yields before it sleeps, which suits local reads of
+  // microseconds but, with a dispatcher per batch in flight, burns the
+  // cores that the remote reads' completions need.
   template <typename Deliver>
-  static void ConsumeOne(Group& g, Deliver& deliver) {
-    if (!g.stream) return;
-    for (;;) {
-      Result<std::optional<RangeResult>> r = g.stream->Next();
-      if (!r.ok() || !*r) break;
-      deliver(g, std::move(**r));
-    }
-    g.stream->Cancel();
-  }
-
-  // The streams of several sources as one as-completed unit.
-  template <typename Deliver>
-  static void ConsumeAll(std::vector<Group>& groups, Deliver& deliver) {
+  static void Consume(std::vector<Group>& groups, Deliver& deliver) {
     auto waker = std::make_shared<detail::Waker>();
     size_t live = 0;
     for (Group& g : groups) {
