@@ -27,8 +27,11 @@
 // are those of source 0: a BatchedReader opened on one Reader is the
 // single-object handle.
 //
-// Callbacks run on a dispatcher thread; they must not block for long (a
-// blocking Read() is a callback that fulfils a promise).
+// When a dispatcher is idle, the calling thread takes the batch (its own
+// request and any queued with it) and starts its reads itself, without
+// blocking: the I/O does not wait for a dispatcher to wake up. Callbacks
+// run on a dispatcher thread; they must not block for long (a blocking
+// Read() is a callback that fulfils a promise).
 //
 // Thread-safety: BatchedReader and BlobHandle are thread-safe. Destroying the
 // last handle waits for the batches in progress to finish.
