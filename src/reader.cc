@@ -19,6 +19,7 @@
 #include "rangeio/planner.h"
 #include "spin_lock.h"
 #include "stats_recorder.h"
+#include "stream_poll.h"
 
 namespace rangeio {
 namespace detail {
@@ -29,6 +30,10 @@ class StreamBase {
  public:
   virtual ~StreamBase() = default;
   virtual Result<std::optional<RangeResult>> Next() = 0;
+  // Next() that returns std::nullopt with *pending set instead of waiting.
+  virtual Result<std::optional<RangeResult>> Poll(bool* pending) = 0;
+  // Every later change a consumer may wait for also notifies `waker`.
+  virtual void SetWaker(std::shared_ptr<Waker> waker) = 0;
   // Cancels what is not yet delivered; idempotent.
   virtual void Finish() = 0;
   virtual size_t size() const = 0;
@@ -173,6 +178,7 @@ class StreamState final : public StreamBase,
         next_chunk = chunked_ && in_flight_ == 0 && !failed_;
         changes_.fetch_add(1, std::memory_order_release);
         if (consumer_waiting_) cv_.notify_one();
+        if (waker_) waker_->Notify();
       }
       // This call still uses the stream after unlocking, while another
       // thread's completion may bring in_flight_ to 0 and the consumer then
@@ -188,8 +194,10 @@ class StreamState final : public StreamBase,
     lease.reset();  // a cancelled stream's response goes back here
   }
 
-  Result<std::optional<RangeResult>> Next() override {
-    RANGEIO_ASSIGN_OR_RETURN(std::optional<RawResult> raw, NextRaw());
+  Result<std::optional<RangeResult>> Next() override { return Poll(nullptr); }
+
+  Result<std::optional<RangeResult>> Poll(bool* pending) override {
+    RANGEIO_ASSIGN_OR_RETURN(std::optional<RawResult> raw, NextRaw(pending));
     if (!raw) return std::optional<RangeResult>();
     const std::byte* data = raw->lease->bytes.data();
     const size_t size = raw->lease->bytes.size();
@@ -198,10 +206,16 @@ class StreamState final : public StreamBase,
         RangeResult{raw->index, Slice(std::move(raw->lease), data, size)});
   }
 
-  // Next() for a PlannedStream: the physical result's lease itself.
-  Result<std::optional<RawResult>> NextRaw() {
+  void SetWaker(std::shared_ptr<Waker> waker) override {
+    std::lock_guard lk(mu_);
+    waker_ = std::move(waker);
+  }
+
+  // Next() for a PlannedStream: the physical result's lease itself. With
+  // `pending` non-null, sets *pending and returns std::nullopt instead of
+  // waiting for a result.
+  Result<std::optional<RawResult>> NextRaw(bool* pending = nullptr) {
     auto lk = LockSpinning(mu_);
-    uint64_t stall_deadline = 0;
     int spins = 0;
     for (;;) {
       if (!final_status_.ok()) return final_status_;
@@ -226,6 +240,7 @@ class StreamState final : public StreamBase,
           return error;
         }
         RawResult r{s.index, std::move(s.lease)};
+        stall_deadline_ = 0;
         if (record_deliveries_) unflushed_bytes_ += r.lease->cost;
         s.state = Slot::kFree;
         ReleaseSlot(*tag);
@@ -239,7 +254,11 @@ class StreamState final : public StreamBase,
       }
       FlushStatsLocked();
       if (!StalledLocked()) {
-        stall_deadline = 0;
+        stall_deadline_ = 0;
+        if (pending) {
+          *pending = true;
+          return std::optional<RawResult>();
+        }
         if (spins < spin_limit_ && in_flight_ > 0) {
           // Results from other threads often arrive within microseconds; a
           // futex sleep and wake-up would cost more than the wait. The spin
@@ -274,21 +293,25 @@ class StreamState final : public StreamBase,
         continue;
       }
       const uint64_t now = NowNanos();
-      if (stall_deadline == 0) {
-        stall_deadline =
+      if (stall_deadline_ == 0) {
+        stall_deadline_ =
             now +
             std::chrono::duration_cast<std::chrono::nanoseconds>(stall_timeout_)
                 .count();
       }
-      if (now >= stall_deadline) {
+      if (now >= stall_deadline_) {
         final_status_ = StallError();
         Status error = final_status_;
         lk.unlock();
         Finish();
         return error;
       }
+      if (pending) {
+        *pending = true;
+        return std::optional<RawResult>();
+      }
       consumer_waiting_ = true;
-      cv_.wait_for(lk, std::chrono::nanoseconds(stall_deadline - now));
+      cv_.wait_for(lk, std::chrono::nanoseconds(stall_deadline_ - now));
       consumer_waiting_ = false;
     }
   }
@@ -317,6 +340,7 @@ class StreamState final : public StreamBase,
       FlushStatsLocked();
       ReleaseSelfIfDoneLocked(&self);
       changes_.fetch_add(1, std::memory_order_release);
+      if (waker_) waker_->Notify();
     }
     limiter_->Withdraw(this);
     dropped.clear();
@@ -385,6 +409,7 @@ class StreamState final : public StreamBase,
             " (response budget accounting is broken)");
         changes_.fetch_add(1, std::memory_order_release);
         cv_.notify_all();
+        if (waker_) waker_->Notify();
         return false;
       }
       const uint64_t tag = *slot;
@@ -509,6 +534,9 @@ class StreamState final : public StreamBase,
   // Bumped (under mu_) by every change the consumer may be waiting for;
   // read without mu_ by its spin.
   std::atomic<uint64_t> changes_{0};
+  std::shared_ptr<Waker> waker_;  // GUARDED_BY(mu_), may be null
+  // When a stalled consumer gives up (0: not stalled).
+  uint64_t stall_deadline_ = 0;             // GUARDED_BY(mu_)
   Status final_status_;                     // GUARDED_BY(mu_)
   std::shared_ptr<StreamState> keepalive_;  // GUARDED_BY(mu_)
 };
@@ -615,7 +643,13 @@ class PlannedStream final : public StreamBase {
     physical_->Start();
   }
 
-  Result<std::optional<RangeResult>> Next() override {
+  Result<std::optional<RangeResult>> Next() override { return Poll(nullptr); }
+
+  void SetWaker(std::shared_ptr<Waker> waker) override {
+    physical_->SetWaker(std::move(waker));
+  }
+
+  Result<std::optional<RangeResult>> Poll(bool* pending) override {
     if (!status_.ok()) return status_;
     for (;;) {
       if (delivered_ == map_->ranges.size()) {
@@ -638,8 +672,14 @@ class PlannedStream final : public StreamBase {
         return std::optional<RangeResult>(Deliver(*i));
       }
       Flush();  // the consumer is about to wait: bring stats up to date
-      Result<std::optional<RawResult>> raw = physical_->NextRaw();
+      bool physical_pending = false;
+      Result<std::optional<RawResult>> raw =
+          physical_->NextRaw(pending ? &physical_pending : nullptr);
       if (!raw.ok()) return Fail(raw.status());
+      if (physical_pending) {
+        *pending = true;
+        return std::optional<RangeResult>();
+      }
       if (!*raw) {
         return Fail(Status::Internal(
             "rangeio: the physical reads of '" + map_->source_name +
@@ -889,6 +929,20 @@ Result<std::optional<RangeResult>> RangeStream::Next() {
   if (!state_) return Status::Cancelled("stream was moved from");
   return state_->Next();
 }
+
+namespace detail {
+
+void StreamAccess::SetWaker(RangeStream& stream, std::shared_ptr<Waker> waker) {
+  if (stream.state_) stream.state_->SetWaker(std::move(waker));
+}
+
+Result<std::optional<RangeResult>> StreamAccess::Poll(RangeStream& stream,
+                                                      bool* pending) {
+  if (!stream.state_) return Status::Cancelled("stream was moved from");
+  return stream.state_->Poll(pending);
+}
+
+}  // namespace detail
 
 void RangeStream::Cancel() {
   if (state_) state_->Finish();

@@ -1,6 +1,7 @@
 // BatchedReader: cross-caller batches dispatched without waiting for earlier
 // batches' I/O, per-caller results, errors isolated to their callers, packed
-// blobs, and many threads on one handle.
+// blobs, and many threads on one handle; the same for a handle spanning
+// several sources (batches planned per source, read as one unit).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -246,6 +247,216 @@ TEST(BatchedReaderTest, DroppingTheHandleStillAnswersEveryCaller) {
   for (int i = 0; i < 10; ++i) {
     EXPECT_TRUE(Matches(res.got.at(i), {uint64_t(i) * 5000, 10})) << i;
   }
+}
+
+// A handle over several gated sources sharing one limiter.
+struct MultiSource {
+  std::vector<std::shared_ptr<GatedSource>> gates;
+  std::shared_ptr<BatchedReader> batched;
+};
+MultiSource OpenMulti(int n, BatchOptions bo = {},
+                      Options o = testing::LimitOptions(8),
+                      GatedSource::Mode mode = GatedSource::Mode::kHold) {
+  MultiSource m;
+  auto limiter = *Limiter::Make(o);
+  std::vector<Reader> readers;
+  for (int i = 0; i < n; ++i) {
+    m.gates.push_back(
+        GatedSource::Make(std::string(1, char('a' + i)), 1 << 20, mode));
+    readers.push_back(*Reader::Open(m.gates.back(), o, limiter));
+  }
+  auto b = BatchedReader::Open(std::move(readers), bo);
+  EXPECT_TRUE(b.ok()) << b.status().ToString();
+  m.batched = *b;
+  return m;
+}
+
+TEST(BatchedReaderMultiSourceTest, RequestsForOtherSourcesGoOutDuringABatch) {
+  MultiSource m = OpenMulti(3);
+  auto ga = m.gates[0], gb = m.gates[1], gc = m.gates[2];
+  Results res;
+  const ByteRange r1{0, 100}, r2{10000, 100}, r3{20000, 100}, r4{30000, 100};
+  m.batched->ReadAsync(0, r1, res.For(1));
+  ASSERT_TRUE(ga->WaitForHeld(1));
+  m.batched->ReadAsync(1, r2, res.For(2));
+  m.batched->ReadAsync(2, r3, res.For(3));
+  m.batched->ReadAsync(0, r4, res.For(4));
+  // Every later request reaches its source while r1's batch is in flight.
+  ASSERT_TRUE(gb->WaitForHeld(1));
+  ASSERT_TRUE(gc->WaitForHeld(1));
+  ASSERT_TRUE(ga->WaitForHeld(2));
+  EXPECT_EQ(res.size(), 0u);
+  for (auto& g : m.gates) g->ReleaseAll();
+  ASSERT_TRUE(res.WaitFor(4));
+  EXPECT_TRUE(Matches(res.got.at(1), r1));
+  EXPECT_TRUE(Matches(res.got.at(2), r2));
+  EXPECT_TRUE(Matches(res.got.at(3), r3));
+  EXPECT_TRUE(Matches(res.got.at(4), r4));
+  EXPECT_EQ(m.batched->source_count(), 3u);
+}
+
+TEST(BatchedReaderMultiSourceTest, ABatchIsPlannedPerSourceAndReadAsOneUnit) {
+  BatchOptions bo;
+  bo.max_dispatchers = 1;  // later callers queue behind the first batch
+  Options o = testing::LimitOptions(8);
+  o.planner = PlannerOptions::ObjectStore();
+  MultiSource m = OpenMulti(3, bo, o);
+  auto ga = m.gates[0], gb = m.gates[1], gc = m.gates[2];
+  Results res;
+  m.batched->ReadAsync(0, {500000, 100}, res.For(0));
+  ASSERT_TRUE(ga->WaitForHeld(1));
+  // Callers' ranges for three sources arrive while the dispatcher is busy;
+  // the same offsets on different objects must not be coalesced together.
+  m.batched->ReadAsync(0, {0, 100}, res.For(1));
+  m.batched->ReadAsync(1, {0, 100}, res.For(2));
+  m.batched->ReadAsync(0, {200, 100}, res.For(3));
+  m.batched->ReadAsync(2, {1000, 100}, res.For(4));
+  ga->ReleaseOldest(1);
+  ASSERT_TRUE(res.WaitFor(1));
+  // The next batch starts every source's reads at once...
+  ASSERT_TRUE(ga->WaitForHeld(1));
+  ASSERT_TRUE(gb->WaitForHeld(1));
+  ASSERT_TRUE(gc->WaitForHeld(1));
+  // ...and hands each back as it completes, whichever source it is from.
+  ASSERT_TRUE(gc->ReleaseOffset(1000));
+  ASSERT_TRUE(res.WaitFor(2));
+  EXPECT_TRUE(Matches(res.got.at(4), {1000, 100}));
+  EXPECT_EQ(res.got.count(1) + res.got.count(2) + res.got.count(3), 0u);
+  ASSERT_TRUE(gb->ReleaseOffset(0));
+  ASSERT_TRUE(res.WaitFor(3));
+  EXPECT_TRUE(Matches(res.got.at(2), {0, 100}));
+  ga->ReleaseAll();
+  ASSERT_TRUE(res.WaitFor(5));
+  EXPECT_EQ(ga->started_ranges(),
+            (std::vector<ByteRange>{{500000, 100}, {0, 300}}));
+  EXPECT_EQ(gb->started_ranges(), (std::vector<ByteRange>{{0, 100}}));
+  EXPECT_EQ(gc->started_ranges(), (std::vector<ByteRange>{{1000, 100}}));
+  EXPECT_TRUE(Matches(res.got.at(1), {0, 100}));
+  EXPECT_TRUE(Matches(res.got.at(3), {200, 100}));
+  const BatchStats st = m.batched->GetStats();
+  EXPECT_EQ(st.batches, 2u);
+  EXPECT_EQ(st.largest_batch, 4u);
+  EXPECT_EQ(st.most_sources, 3u);
+}
+
+TEST(BatchedReaderMultiSourceTest, AnErrorInOneSourceReachesOnlyItsCaller) {
+  BatchOptions bo;
+  bo.max_dispatchers = 1;
+  MultiSource m = OpenMulti(3, bo);
+  auto ga = m.gates[0], gb = m.gates[1], gc = m.gates[2];
+  gb->FailOffset(10000, "bad block");
+  Results res;
+  m.batched->ReadAsync(0, {900000, 10}, res.For(0));
+  ASSERT_TRUE(ga->WaitForHeld(1));
+  m.batched->ReadAsync(1, {0, 100}, res.For(1));
+  m.batched->ReadAsync(1, {10000, 100}, res.For(2));
+  m.batched->ReadAsync(1, {20000, 100}, res.For(3));
+  m.batched->ReadAsync(0, {10000, 100}, res.For(4));
+  m.batched->ReadAsync(2, {10000, 100}, res.For(5));
+  for (auto& g : m.gates) g->SetMode(GatedSource::Mode::kPassInline);
+  ASSERT_TRUE(res.WaitFor(6));
+  EXPECT_TRUE(Matches(res.got.at(1), {0, 100}));
+  EXPECT_TRUE(Matches(res.got.at(3), {20000, 100}));
+  EXPECT_TRUE(Matches(res.got.at(4), {10000, 100}));
+  EXPECT_TRUE(Matches(res.got.at(5), {10000, 100}));
+  ASSERT_FALSE(res.got.at(2).ok());
+  const std::string msg = res.got.at(2).status().ToString();
+  EXPECT_NE(msg.find("bad block"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[10000, 10100)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'b'"), std::string::npos) << msg;
+  EXPECT_EQ(m.batched->reader(1).limiter()->GetStats().in_flight, 0u);
+}
+
+TEST(BatchedReaderMultiSourceTest, SerializedModeWaitsForTheWholeBatch) {
+  BatchOptions bo;
+  bo.mode = BatchMode::kSerialized;
+  MultiSource m = OpenMulti(3, bo);
+  auto ga = m.gates[0], gb = m.gates[1], gc = m.gates[2];
+  Results res;
+  m.batched->ReadAsync(0, {0, 100}, res.For(1));
+  ASSERT_TRUE(ga->WaitForHeld(1));
+  m.batched->ReadAsync(1, {0, 100}, res.For(2));
+  m.batched->ReadAsync(2, {0, 100}, res.For(3));
+  testing::GiveThreadsAChance();
+  EXPECT_EQ(gb->reads_started() + gc->reads_started(), 0u);  // the barrier
+  ga->ReleaseAll();
+  // Then b's and c's requests go out together, as one batch.
+  ASSERT_TRUE(gb->WaitForHeld(1));
+  ASSERT_TRUE(gc->WaitForHeld(1));
+  m.batched->ReadAsync(0, {5000, 100}, res.For(4));
+  gc->ReleaseAll();
+  ASSERT_TRUE(res.WaitFor(2));
+  testing::GiveThreadsAChance();
+  // Half the batch is done; the other half (b) still holds the next one.
+  EXPECT_EQ(ga->reads_started(), 1u);
+  gb->ReleaseAll();
+  ASSERT_TRUE(ga->WaitForHeld(1));
+  ga->ReleaseAll();
+  ASSERT_TRUE(res.WaitFor(4));
+  for (int i = 1; i <= 3; ++i) EXPECT_TRUE(Matches(res.got.at(i), {0, 100}));
+  EXPECT_TRUE(Matches(res.got.at(4), {5000, 100}));
+  const BatchStats st = m.batched->GetStats();
+  EXPECT_EQ(st.batches, 3u);
+  EXPECT_EQ(st.most_sources, 2u);
+}
+
+TEST(BatchedReaderMultiSourceTest, BadSourcesAreRefusedBeforeAnyIo) {
+  MultiSource m = OpenMulti(2, {}, testing::LimitOptions(8),
+                            GatedSource::Mode::kPassInline);
+  auto r = m.batched->Read(2, {0, 10});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().ToString().find("source index 2"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_FALSE(m.batched->Blob(2, 0, 10).ok());
+  auto past = m.batched->Read(1, {(1 << 20) - 5, 10});
+  ASSERT_FALSE(past.ok());
+  EXPECT_NE(past.status().ToString().find("'b'"), std::string::npos);
+  EXPECT_EQ(m.gates[0]->reads_started() + m.gates[1]->reads_started(), 0u);
+  EXPECT_EQ(m.batched->GetStats().rejected, 2u);
+  EXPECT_FALSE(BatchedReader::Open(std::vector<Reader>{}).ok());
+  auto blob = m.batched->Blob(1, 4096, 100);
+  ASSERT_TRUE(blob.ok());
+  EXPECT_TRUE(Matches(blob->Read({0, 100}), {4096, 100}));
+}
+
+TEST(BatchedReaderMultiSourceTest, ManyThreadsHammerOneMultiSourceHandle) {
+  constexpr uint64_t kSize = 1 << 20;
+  Options o = testing::LimitOptions(4);
+  o.planner = PlannerOptions::ObjectStore();
+  auto limiter = *Limiter::Make(o);
+  // An inline source and two completing on other threads.
+  std::vector<std::shared_ptr<Source>> sources = {
+      MakeMemorySource("mem", testing::PatternBuffer(kSize), false),
+      GatedSource::Make("g1", kSize, GatedSource::Mode::kPassAsync),
+      GatedSource::Make("g2", kSize, GatedSource::Mode::kPassAsync)};
+  std::vector<Reader> readers;
+  for (auto& s : sources) readers.push_back(*Reader::Open(s, o, limiter));
+  auto batched = *BatchedReader::Open(std::move(readers));
+  auto blob = *batched->Blob(2, kSize / 2, kSize / 4);
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      for (int i = 0; i < 200; ++i) {
+        const uint64_t len = 1 + rng() % 5000;
+        if (i % 4 == 0) {
+          const ByteRange r{rng() % (kSize / 4 - len), len};
+          if (!Matches(blob.Read(r), {kSize / 2 + r.offset, len})) ++bad;
+        } else {
+          const ByteRange r{rng() % (kSize - len), len};
+          if (!Matches(batched->Read(rng() % 3, r), r)) ++bad;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(batched->GetStats().requests, 16u * 200u);
+  const Stats ls = limiter->GetStats();
+  EXPECT_LE(ls.peak_in_flight, 4u);
+  EXPECT_EQ(ls.retained_count, 0u);
 }
 
 }  // namespace

@@ -129,7 +129,7 @@ Result<Report> RunCoalesce(const BenchOptions& options) {
                 {"delivery", "as-completed"},
                 {"rounds", options.rounds}};
   for (const Preset& p : presets) {
-    Row row{p.name, {}, ranges.size(), {}, {}, {}};
+    Row row{p.name, {}, ranges.size(), {}, {}, {}, {}};
     row.note = p.options.ToString();
     rep.rows.push_back(row);
   }

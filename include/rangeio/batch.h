@@ -1,31 +1,48 @@
-// rangeio/batch.h — many threads reading one object: cross-caller batching.
+// rangeio/batch.h — many threads reading one or more objects: cross-caller
+// batching.
 //
 // Blob stores, media files and row lookups reach a reader as many threads
-// each asking for a few ranges of the same object at once. A BatchedReader
-// is the thread-safe handle they share: requests that arrive while earlier
-// ones are being dispatched queue up, and the next free dispatcher drains
-// all of them as one batch, plans them together (the Reader's planner
-// coalesces across callers) and reads them as one stream. A drained batch
-// goes out at once; it never waits for an earlier batch's I/O (the
-// `serialized` mode, where it does, exists only as the benchmark baseline).
-// I/O concurrency and byte backpressure come only from the Reader's Limiter.
+// each asking for a few ranges at once. A BatchedReader is the thread-safe
+// handle they share. It spans one source or several (objects: one per blob,
+// or the files of a dataset), as one batching scheduler: requests
+// (source, range) that arrive while earlier ones are being dispatched queue
+// up, and the next free dispatcher drains all of them as one batch. The
+// batch is planned per source (the planner coalesces across callers within
+// each object, never across objects), and every source's reads start at
+// once; the dispatcher then hands results back as they complete, whichever
+// source they come from. A drained batch goes out at once: it never waits
+// for an earlier batch's I/O, nor for more requests to arrive (a request
+// that finds a dispatcher idle goes out immediately). The `serialized` mode,
+// where a batch waits for the whole previous batch, exists only as the
+// benchmark baseline. I/O concurrency and byte backpressure come only from
+// the Readers' Limiter(s); sources that should share a budget share one.
 //
 // Blobs packed into one object are read through BlobHandles, logical slices
-// of the object that share its batching. An error reaches only the callers
-// whose ranges it affects: when a batch's stream fails, its undelivered
-// ranges are read again one by one, and each caller gets its own result.
+// of the object that share the handle's batching. An error reaches only the
+// callers whose ranges it affects: when a source's stream in a batch fails,
+// that source's undelivered ranges are read again one by one (the other
+// sources' streams go on), and each caller gets its own result.
 //
-// Callbacks run on a dispatcher thread; they must not block for long (a
-// blocking Read() is a callback that fulfils a promise).
+// The one-source calls (Read(range), Blob(offset, size), size(), reader())
+// are those of source 0: a BatchedReader opened on one Reader is the
+// single-object handle.
+//
+// When a dispatcher is idle, the calling thread takes the batch (its own
+// request and any queued with it) and starts its reads itself, without
+// blocking: the I/O does not wait for a dispatcher to wake up. Callbacks
+// run on a dispatcher thread; they must not block for long (a blocking
+// Read() is a callback that fulfils a promise).
 //
 // Thread-safety: BatchedReader and BlobHandle are thread-safe. Destroying the
 // last handle waits for the batches in progress to finish.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <future>
 #include <memory>
+#include <vector>
 
 #include "rangeio/byte_range.h"
 #include "rangeio/reader.h"
@@ -38,16 +55,17 @@ enum class BatchMode {
   // Each drained batch is dispatched at once, whatever is in flight.
   kDispatched,
   // Benchmark baseline only: a batch is drained only after the previous
-  // batch's reads have all completed (the behaviour Lance fixed in 2026).
+  // batch's reads (on every source) have all completed (the behaviour Lance
+  // fixed in 2026).
   kSerialized,
 };
 
 struct BatchOptions {
   BatchMode mode = BatchMode::kDispatched;
   // Dispatcher threads, each reading one batch at a time: the most batches
-  // in progress at once. 0 means the limiter's io_concurrency: a batch holds
-  // at least one read in flight, so more batches could not all progress.
-  // Valid 0..4096.
+  // in progress at once. 0 means the sum of io_concurrency over the
+  // sources' distinct limiters (at most 4096): a batch holds at least one
+  // read in flight, so more batches could not all progress. Valid 0..4096.
   uint32_t max_dispatchers = 0;
   // Most requests in one batch; the rest wait for the next one. Valid
   // 1..1,048,576. 4096: plans stay a few hundred microseconds long.
@@ -58,18 +76,21 @@ struct BatchOptions {
 
 struct BatchStats {
   uint64_t requests = 0;        // ranges asked for
-  uint64_t batches = 0;         // streams started
+  uint64_t batches = 0;         // batches dispatched
   uint64_t largest_batch = 0;   // requests in the largest batch
-  uint64_t retried_singly = 0;  // ranges re-read alone after a batch failed
+  uint64_t most_sources = 0;    // sources in the batch that spanned most
+  uint64_t retried_singly = 0;  // ranges re-read alone after a stream failed
   uint64_t rejected = 0;        // requests refused before any I/O
 };
 
 class BatchedReader;
 
-// A blob packed inside a BatchedReader's object: [offset, offset + size).
-// Ranges are relative to the blob. Copyable; shares the object's batching.
+// A blob packed inside one of a BatchedReader's objects: [offset,
+// offset + size) of source `source()`. Ranges are relative to the blob.
+// Copyable; shares the handle's batching.
 class BlobHandle {
  public:
+  size_t source() const { return source_; }
   uint64_t offset() const { return offset_; }
   uint64_t size() const { return size_; }
   Result<Slice> Read(ByteRange range) const;
@@ -78,10 +99,14 @@ class BlobHandle {
 
  private:
   friend class BatchedReader;
-  BlobHandle(std::shared_ptr<BatchedReader> object, uint64_t offset,
-             uint64_t size)
-      : object_(std::move(object)), offset_(offset), size_(size) {}
+  BlobHandle(std::shared_ptr<BatchedReader> object, size_t source,
+             uint64_t offset, uint64_t size)
+      : object_(std::move(object)),
+        source_(source),
+        offset_(offset),
+        size_(size) {}
   std::shared_ptr<BatchedReader> object_;
+  size_t source_;
   uint64_t offset_;
   uint64_t size_;
 };
@@ -92,24 +117,44 @@ class BatchedReader : public std::enable_shared_from_this<BatchedReader> {
   // and planner). Fails on invalid options or when the size is unknown.
   static Result<std::shared_ptr<BatchedReader>> Open(
       Reader reader, const BatchOptions& options = {});
+  // One handle batching the reads of several sources: source i is read
+  // through readers[i]. Fails on invalid options, on an empty list, or when
+  // a size is unknown (the error names the source).
+  static Result<std::shared_ptr<BatchedReader>> Open(
+      std::vector<Reader> readers, const BatchOptions& options = {});
   virtual ~BatchedReader() = default;
 
   // Blocks until the range's bytes (or its own error) are there. A range
-  // past the end of the object fails at once, with no I/O.
-  virtual Result<Slice> Read(ByteRange range) = 0;
+  // past the end of the object, or a source index out of range, fails at
+  // once, with no I/O.
+  Result<Slice> Read(size_t source, ByteRange range);
+  Result<Slice> Read(ByteRange range) { return Read(0, range); }
   // Calls `done` exactly once with the bytes or the error, on a dispatcher
-  // thread (or on this thread, for a range refused before any I/O).
-  virtual void ReadAsync(ByteRange range,
+  // thread (or on this thread, for a request refused before any I/O).
+  virtual void ReadAsync(size_t source, ByteRange range,
                          std::function<void(Result<Slice>)> done) = 0;
-  std::future<Result<Slice>> ReadFuture(ByteRange range);
+  void ReadAsync(ByteRange range, std::function<void(Result<Slice>)> done) {
+    ReadAsync(0, range, std::move(done));
+  }
+  std::future<Result<Slice>> ReadFuture(size_t source, ByteRange range);
+  std::future<Result<Slice>> ReadFuture(ByteRange range) {
+    return ReadFuture(0, range);
+  }
 
-  // The blob [offset, offset + size) of this object; InvalidArgument when it
-  // does not lie within the object.
-  Result<BlobHandle> Blob(uint64_t offset, uint64_t size);
+  // The blob [offset, offset + size) of source `source`; InvalidArgument
+  // when it does not lie within that object (or there is no such source).
+  Result<BlobHandle> Blob(size_t source, uint64_t offset, uint64_t size);
+  Result<BlobHandle> Blob(uint64_t offset, uint64_t size) {
+    return Blob(0, offset, size);
+  }
 
-  virtual uint64_t size() const = 0;
+  virtual size_t source_count() const = 0;
+  // Size and Reader of source `source` (< source_count()).
+  virtual uint64_t size(size_t source) const = 0;
+  uint64_t size() const { return size(0); }
+  virtual const Reader& reader(size_t source) const = 0;
+  const Reader& reader() const { return reader(0); }
   virtual BatchStats GetStats() const = 0;
-  virtual const Reader& reader() const = 0;
 };
 
 }  // namespace rangeio

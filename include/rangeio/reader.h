@@ -44,6 +44,7 @@ namespace rangeio {
 namespace detail {
 class StreamBase;
 class StatsRecorder;
+struct StreamAccess;
 }  // namespace detail
 
 enum class Delivery {
@@ -87,6 +88,7 @@ class RangeStream {
 
  private:
   friend class Reader;
+  friend struct detail::StreamAccess;  // polling, for batches (src/)
   explicit RangeStream(std::shared_ptr<detail::StreamBase> state);
   std::shared_ptr<detail::StreamBase> state_;
 };
