@@ -15,10 +15,10 @@
 //                    shared by every caller;
 //   packed-multi     the same object opened as 8 BatchedReaders (8
 //                    sources), caller t using handle t % 8.
-// Modes in one run: serialized (a batch waits for the previous batch's
-// I/O on all its sources: the old Lance behaviour), dispatched (each drained
-// batch goes out at once) and direct (one plain libcurl GET per read on the
-// caller's thread, no library). Every source of a layout shares one Limiter
+// Modes in one run: serialized (a drained batch waits for the previous
+// batch's I/O on all its sources: the old Lance behaviour), dispatched (each
+// drained batch goes out at once) and direct (one plain libcurl GET per read on
+// the caller's thread, no library). Every source of a layout shares one Limiter
 // of C = 64; the planner is off (each blob is one GET, as the targets
 // require). Latency is what each caller observes: a blocking read from its
 // start to its return, timed on the caller's thread, all of them kept, and

@@ -54,9 +54,11 @@ namespace rangeio {
 enum class BatchMode {
   // Each drained batch is dispatched at once, whatever is in flight.
   kDispatched,
-  // Benchmark baseline only: a batch is drained only after the previous
-  // batch's reads (on every source) have all completed (the behaviour Lance
-  // fixed in 2026).
+  // Benchmark baseline only (the behaviour Lance fixed in 2026): a drained
+  // batch waits until the previous batch's reads (on every source) have all
+  // completed before its own start; the requests that arrive meanwhile
+  // form the next batch. Closed-loop callers settle into two cohorts whose
+  // batches alternate.
   kSerialized,
 };
 

@@ -9,8 +9,8 @@
 // is started before any is consumed, and the dispatcher hands each result to
 // its request's callback as it arrives: the streams share a Waker and the
 // dispatcher polls them all, sleeping only when none has anything new. In
-// serialized mode a batch is taken only once the previous one has finished on
-// every source.
+// serialized mode (the benchmark's baseline) a drained batch starts only
+// once the previous one has finished on every source.
 //
 // The threads share a Core with the handle; destroying the handle stops
 // them once the queue is empty (every callback still runs exactly once).
@@ -121,9 +121,12 @@ class Core : public std::enable_shared_from_this<Core> {
     std::vector<Group> groups;
   };
 
+  // Serialized mode drains the next batch while the previous one is in
+  // flight, and holds it until that one has finished: at most one batch
+  // reading and one drained batch waiting, as the old Lance scheduler had.
   bool CanTakeLocked() const {
     return !pending_.empty() &&
-           (options_.mode == BatchMode::kDispatched || !serial_busy_);
+           (options_.mode == BatchMode::kDispatched || !serial_waiting_);
   }
   bool HasWorkLocked() const { return !started_.empty() || CanTakeLocked(); }
 
@@ -160,7 +163,6 @@ class Core : public std::enable_shared_from_this<Core> {
     }
     stats_.largest_batch = std::max<uint64_t>(stats_.largest_batch, n);
     stats_.most_sources = std::max(stats_.most_sources, sources);
-    serial_busy_ = options_.mode == BatchMode::kSerialized;
     return batch;
   }
 
@@ -187,6 +189,19 @@ class Core : public std::enable_shared_from_this<Core> {
       }
       if (!CanTakeLocked()) return;  // stopped, queue empty
       std::vector<Request> batch = TakeBatchLocked();
+      const bool serialized = options_.mode == BatchMode::kSerialized;
+      if (serialized) {
+        // The drained batch waits for the previous batch's I/O; once it
+        // starts, the requests queued meanwhile (the previous batch's
+        // callers, as their reads completed) become the next waiting
+        // batch. So callers settle into two cohorts whose batches
+        // alternate, each waiting for the other's slowest read.
+        serial_waiting_ = true;
+        cv_.wait(lk, [&] { return !serial_busy_; });
+        serial_waiting_ = false;
+        serial_busy_ = true;
+        WakeOrSpawnLocked();
+      }
       // More queued than one batch takes: another dispatcher may start on
       // the rest now.
       if (!pending_.empty() && idle_ > claimed_) cv_.notify_one();
@@ -194,7 +209,7 @@ class Core : public std::enable_shared_from_this<Core> {
       std::vector<Group> groups = Start(batch);
       Finish(batch, groups);
       lk.lock();
-      if (options_.mode == BatchMode::kSerialized) {
+      if (serialized) {
         serial_busy_ = false;
         cv_.notify_all();
       }
@@ -313,9 +328,10 @@ class Core : public std::enable_shared_from_this<Core> {
   std::vector<std::thread> threads_;     // GUARDED_BY(mu_)
   std::vector<uint64_t> last_batch_of_;  // GUARDED_BY(mu_), per source
   size_t idle_ = 0;                      // GUARDED_BY(mu_)
-  bool serial_busy_ = false;             // GUARDED_BY(mu_)
-  bool stop_ = false;                    // GUARDED_BY(mu_)
-  BatchStats stats_;                     // GUARDED_BY(mu_)
+  bool serial_busy_ = false;             // GUARDED_BY(mu_): a batch is reading
+  bool serial_waiting_ = false;  // GUARDED_BY(mu_): a drained batch waits
+  bool stop_ = false;            // GUARDED_BY(mu_)
+  BatchStats stats_;             // GUARDED_BY(mu_)
 };
 
 class BatchedReaderImpl final : public BatchedReader {
