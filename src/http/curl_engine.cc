@@ -3,7 +3,6 @@
 // thread.
 #include "http/curl_engine.h"
 
-#include <sys/prctl.h>
 
 #include <algorithm>
 #include <charconv>
@@ -501,7 +500,6 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
   };
 
   void Run() {
-    prctl(PR_SET_NAME, "rangeio-http");
     for (;;) {
       std::vector<std::unique_ptr<Transfer>> incoming;
       {
