@@ -130,9 +130,9 @@ std::deque<std::shared_ptr<PermitClient>>::iterator
 LimiterCore::NextClientLocked() {
   auto best = queue_.begin();
   if (queue_.size() == 1) return best;
-  uint64_t least = (*best)->undelivered_.load(std::memory_order_relaxed);
+  uint64_t least = (*best)->UndeliveredLocked();
   for (auto it = std::next(best); it != queue_.end() && least > 0; ++it) {
-    const uint64_t u = (*it)->undelivered_.load(std::memory_order_relaxed);
+    const uint64_t u = (*it)->UndeliveredLocked();
     if (u < least) {
       least = u;
       best = it;
@@ -174,7 +174,6 @@ void LimiterCore::Pump(std::unique_lock<std::mutex>& lk) {
         grants.push_back({*it, c->next_, 1});
       }
       ++c->next_;
-      c->undelivered_.fetch_add(1, std::memory_order_relaxed);
       if (c->next_ >= c->stop_) {
         c->queued_ = false;
         queue_.erase(it);

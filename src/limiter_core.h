@@ -42,9 +42,13 @@ class PermitClient {
   virtual uint64_t CostOf(uint64_t i) const = 0;
 
   // The client calls this as it hands a result to its consumer (or drops
-  // one): admission favours clients with fewer undelivered results.
+  // one): admission favours clients with fewer undelivered results. Calls
+  // must not overlap (the client makes them under its own lock): the count
+  // advances with a load and a store, as an atomic read-modify-write on
+  // every read cost about as much as a lock.
   void Delivered(uint64_t n) {
-    undelivered_.fetch_sub(n, std::memory_order_relaxed);
+    delivered_.store(delivered_.load(std::memory_order_relaxed) + n,
+                     std::memory_order_relaxed);
   }
 
  private:
@@ -54,9 +58,14 @@ class PermitClient {
   uint64_t next_ = 0;
   uint64_t stop_ = 0;
   bool queued_ = false;
-  // Admitted reads not yet delivered (or dropped). Atomic: incremented under
-  // the limiter lock, decremented by the client under its own.
-  std::atomic<uint64_t> undelivered_{0};
+  // Reads delivered (or dropped): written by the client under its own lock,
+  // read under the limiter's. Admitted reads not yet delivered are next_
+  // minus this; a delivery is never seen before its read's admission.
+  std::atomic<uint64_t> delivered_{0};
+  uint64_t UndeliveredLocked() const {
+    const uint64_t d = delivered_.load(std::memory_order_relaxed);
+    return next_ > d ? next_ - d : 0;
+  }
 };
 
 class LimiterCore : public std::enable_shared_from_this<LimiterCore> {

@@ -55,6 +55,23 @@ struct Lease {
   Slice bytes;
 };
 
+// The stream whose OnGrant is running on this thread. A read it issues that
+// completes inline (OnReadDone inside OnGrant) needs no reference of its own
+// to the stream: the limiter's pump holds one for the OnGrant call.
+thread_local const void* tls_granting = nullptr;
+
+class GrantScope {
+ public:
+  explicit GrantScope(const void* stream)
+      : outer_(std::exchange(tls_granting, stream)) {}
+  GrantScope(const GrantScope&) = delete;
+  GrantScope& operator=(const GrantScope&) = delete;
+  ~GrantScope() { tls_granting = outer_; }
+
+ private:
+  const void* const outer_;
+};
+
 // A physical result as the stream hands it to a PlannedStream: the read's
 // index and its lease (bytes plus budget).
 struct RawResult {
@@ -117,6 +134,7 @@ class StreamState final : public StreamBase,
     // it: a backend may complete a read inline, re-entering OnReadDone.
     constexpr uint64_t kBatch = 64;
     std::array<uint64_t, kBatch> tags;
+    const GrantScope scope(this);
     while (n > 0) {
       const uint64_t k = std::min(n, kBatch);
       if (!TakeSlots(first, k, tags.data())) {
@@ -176,16 +194,21 @@ class StreamState final : public StreamBase,
         }
         if (delivery_ == Delivery::kAsCompleted) ready_.push_back(tag);
         next_chunk = chunked_ && in_flight_ == 0 && !failed_;
-        changes_.fetch_add(1, std::memory_order_release);
+        BumpChangesLocked();
         if (consumer_waiting_) cv_.notify_one();
         if (waker_) waker_->Notify();
       }
       // This call still uses the stream after unlocking, while another
       // thread's completion may bring in_flight_ to 0 and the consumer then
       // drop the stream, its reader and its limiter: hold the stream until
-      // the call returns (and release it then if it is done).
-      keepalive =
-          in_flight_ == 0 && DoneLocked() ? std::move(keepalive_) : keepalive_;
+      // the call returns (and release it then if it is done). Inside this
+      // stream's OnGrant the pump's reference does that: an atomic increment
+      // and decrement fewer per inline read.
+      if (in_flight_ == 0 && DoneLocked()) {
+        keepalive = std::move(keepalive_);
+      } else if (tls_granting != this) {
+        keepalive = keepalive_;
+      }
     }
     // The permit goes back last: it may admit this stream's next read.
     limiter_->ReadDone(latency, got, status.ok());
@@ -339,7 +362,7 @@ class StreamState final : public StreamBase,
       ready_.clear();
       FlushStatsLocked();
       ReleaseSelfIfDoneLocked(&self);
-      changes_.fetch_add(1, std::memory_order_release);
+      BumpChangesLocked();
       if (waker_) waker_->Notify();
     }
     limiter_->Withdraw(this);
@@ -407,7 +430,7 @@ class StreamState final : public StreamBase,
         final_status_ = Status::Internal(
             "rangeio: no free result slot for " + RangeContext(first + j) +
             " (response budget accounting is broken)");
-        changes_.fetch_add(1, std::memory_order_release);
+        BumpChangesLocked();
         cv_.notify_all();
         if (waker_) waker_->Notify();
         return false;
@@ -429,6 +452,13 @@ class StreamState final : public StreamBase,
   }
   void ReleaseSlot(uint64_t tag) {
     if (delivery_ == Delivery::kAsCompleted) free_slots_.push_back(tag);
+  }
+
+  // Written only under mu_, so a load and a store do (no atomic
+  // read-modify-write on the per-read path).
+  void BumpChangesLocked() {
+    changes_.store(changes_.load(std::memory_order_relaxed) + 1,
+                   std::memory_order_release);
   }
 
   std::optional<uint64_t> ReadyTagLocked() {

@@ -1,9 +1,10 @@
 // The buffer pool behind Slice::Allocate: alignment, LIFO reuse, the bound
-// on idle memory, and release from other threads.
+// on idle memory, per-thread caches, and release from other threads.
 #include "buffer_pool.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -87,6 +88,50 @@ TEST(BufferPoolTest, IdleMemoryIsBoundedInAll) {
   ASSERT_GT(caps, kMaxPooledIdleBytes);  // else this test shows nothing
   EXPECT_LE(PooledIdleBytes(), kMaxPooledIdleBytes);
   EXPECT_GE(PooledIdleBytes(), kMaxPooledIdleBytes - kMaxPooledBytes);
+}
+
+TEST(BufferPoolTest, ThreadCacheIsBoundedAndGoesBackAtThreadExit) {
+  // 16 KiB (class 5): no other test uses it, and a thread caches 4.
+  constexpr size_t kSize = 16384;
+  constexpr size_t kCap = kThreadCacheBytesPerClass / kSize;
+  static_assert(kCap == 4 && kCap <= kThreadCacheBuffers);
+  // Empty the shared stack of the class (other tests may have filled it to
+  // its bound), so that it can take the exiting thread's buffers.
+  std::vector<std::shared_ptr<std::byte>> drained;
+  for (size_t i = 0; i < PooledIdleCapBytes(5) / kSize + 2 * kCap; ++i) {
+    drained.push_back(AllocatePooledBuffer(kSize));
+  }
+  size_t cached = 0;
+  std::vector<uintptr_t> released;
+  std::thread t([&] {
+    std::vector<std::shared_ptr<std::byte>> held;
+    for (size_t i = 0; i < 3 * kCap; ++i) {
+      held.push_back(AllocatePooledBuffer(kSize));
+    }
+    for (const auto& b : held) released.push_back(Addr(b));
+    held.clear();
+    cached = ThreadCachedBytes();
+  });
+  t.join();
+  EXPECT_EQ(cached, kCap * kSize);
+  EXPECT_LE(cached, kMaxThreadCachedBytes);
+  // The exited thread's cache went to the shared stack, its most recently
+  // released buffer on top: a thread with an empty cache gets it next.
+  uintptr_t next = 0;
+  std::thread([&] { next = Addr(AllocatePooledBuffer(kSize)); }).join();
+  EXPECT_EQ(next, released.back());
+}
+
+TEST(BufferPoolTest, ThreadCacheMovesBuffersInBatches) {
+  // Past its capacity a thread's cache hands its older half to the shared
+  // stack and keeps the most recently released buffers.
+  constexpr size_t kSize = 32768;  // class 6: a thread caches 2
+  std::vector<std::shared_ptr<std::byte>> held;
+  for (int i = 0; i < 8; ++i) held.push_back(AllocatePooledBuffer(kSize));
+  const uintptr_t last = Addr(held.back());
+  held.clear();
+  EXPECT_LE(ThreadCachedBytes(), kMaxThreadCachedBytes);
+  EXPECT_EQ(Addr(AllocatePooledBuffer(kSize)), last);
 }
 
 TEST(BufferPoolTest, LargeBuffersAreNotPooled) {
