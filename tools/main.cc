@@ -74,8 +74,9 @@ int main(int argc, char** argv) {
       "Reader option key=value, e.g. read-thread-num=16 (repeatable)");
   std::string engine = "auto";
   cat->add_option("--engine", engine,
-                  "How to read a local file: auto (io_uring, or the pread "
-                  "pool where io_uring is refused), pread, uring")
+                  "How to read a local file: auto (io_uring with --direct, "
+                  "or the pread pool where io_uring is refused; the pread "
+                  "pool for buffered reads), pread, uring")
       ->check(CLI::IsMember({"auto", "pread", "uring"}));
   cat->add_flag("--direct", source_options.local.direct,
                 "Read a local file with O_DIRECT (bypass the page cache)");

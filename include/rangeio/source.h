@@ -97,7 +97,7 @@ std::shared_ptr<Source> MakeMemorySource(std::string name, Slice data,
 
 // How a local file is read (LocalFileOptions::engine).
 enum class LocalEngine {
-  kAuto,   // the measured default (kDefaultLocalEngine), falling back to the
+  kAuto,   // the measured default (DefaultLocalEngine), falling back to the
            // pread pool when io_uring cannot be set up
   kPread,  // pread on a pool of blocking threads
   kUring,  // io_uring: one ring and one completion thread per open file
@@ -125,8 +125,9 @@ struct LocalFileOptions {
   // a miss costs one failed preadv2 call: with and without it, alternating
   // runs of cold 4 KiB reads showed no difference beyond the noise.
   bool try_inline = true;
-  // The engine. kAuto resolves to kDefaultLocalEngine: io_uring, for the
-  // measurements given there. If the kernel refuses a ring (EPERM under a
+  // The engine. kAuto resolves to DefaultLocalEngine(direct): io_uring for
+  // O_DIRECT, the pread pool for buffered reads, for the measurements given
+  // there. If the kernel refuses a ring (EPERM under a
   // seccomp filter or kernel.io_uring_disabled, ENOSYS before Linux 5.1,
   // ENOMEM under a tight RLIMIT_MEMLOCK), kAuto reads the file with the
   // pread pool instead and Describe() says why; an explicit kUring fails to
@@ -148,25 +149,26 @@ struct LocalFileOptions {
   bool direct = false;
 };
 
-// The engine kAuto picks: io_uring. Measured here (2-core VM, virtio disk,
-// ext4, Linux 6.18; four runs of `rangeio bench local` on a shared machine,
-// README "Measured figures"), against the pread pool at C = 64:
-// - CPU per read 20-58% lower in every row of every run (4 KiB O_DIRECT:
-//   0.33-0.52 against 0.69-1.07 CPU s per 100k reads; 4 KiB buffered cold:
-//   0.58-1.68 against 1.14-2.09);
-// - 4 KiB O_DIRECT: 97-110k against 94-113k IOPS (ahead in 2 runs of 4);
-// - 1 MiB: O_DIRECT 1.4-1.5x the bandwidth (registered buffers), buffered
-//   ahead in 3 runs of 4 (872-1,331 against 378-926 MiB/s);
-// - page-cache-hot (`bench hot-cache`): within noise of the pool (ring
-//   thread copying vs inline preadv2, 94 vs 97 ms for 51,200 reads);
-// - behind on cold buffered 4 KiB IOPS in 3 runs of 4 (53-81k against
-//   70-84k): one ring thread sets up every page-cache miss, where 64 pool
-//   threads spread that work (for twice the CPU).
-// After the ring thread began submitting every 4 completion callbacks
-// (uring_file.cc, kEagerSubmitEvery), a quiet run gave io_uring the lead in
-// every 4 KiB row: O_DIRECT 111k against 102k IOPS at 0.34 against 0.64
-// CPU s per 100k reads, buffered cold 82k against 79k at 0.73 against 1.06.
-inline constexpr LocalEngine kDefaultLocalEngine = LocalEngine::kUring;
+// The engine kAuto picks: io_uring for O_DIRECT files, the pread pool (with
+// its inline preadv2 attempt) for buffered ones. Measured here (2-core VM,
+// virtio disk, ext4, Linux 6.18) with `rangeio bench local` (ten runs on
+// 2026-11-30, most on a shared machine; README "Measured figures") and
+// `rangeio bench hot-cache`, at C = 64:
+// - O_DIRECT, io_uring ahead: after the ring thread began submitting every
+//   4 completion callbacks (uring_file.cc, kEagerSubmitEvery), 4 KiB reads
+//   ran at 88-111k against 84-102k IOPS for 0.34-0.69 against 0.64-1.32
+//   CPU s per 100k reads, and 1 MiB reads at 1.3-1.7x the bandwidth
+//   (registered buffers) for a third of the CPU;
+// - buffered and cold, the pool ahead: 4 KiB reads at 59-79k against
+//   40-82k IOPS (ahead in 5 runs of 6): one ring thread sets up every
+//   page-cache miss, where 64 pool threads spread that work; 1 MiB reads
+//   mixed (ahead in 4 runs of 6);
+// - buffered and in the page cache (bench hot-cache), the pool ahead: a
+//   hit completes inline on the caller's thread, 105-138 ms for 51,200
+//   reads against 107-244 ms through the ring thread.
+constexpr LocalEngine DefaultLocalEngine(bool direct) {
+  return direct ? LocalEngine::kUring : LocalEngine::kPread;
+}
 
 // A local file read by the engine `options` chooses. Fails before any read
 // with NotFound / PermissionDenied / InvalidArgument (a directory, a bad

@@ -1,6 +1,6 @@
 // OpenLocalFile: opens the file once and hands it to the engine the options
 // choose (pread pool or io_uring), falling back to the pread pool when the
-// default engine, io_uring, cannot be set up.
+// default engine for O_DIRECT, io_uring, cannot be set up.
 #include <string>
 
 #include "local/local_read.h"
@@ -42,7 +42,7 @@ Result<std::shared_ptr<Source>> OpenLocalFile(const std::string& path,
   RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<const detail::FileHandle> file,
                            detail::OpenFileHandle(path, options.direct));
   const LocalEngine engine = options.engine == LocalEngine::kAuto
-                                 ? kDefaultLocalEngine
+                                 ? DefaultLocalEngine(options.direct)
                                  : options.engine;
   if (engine == LocalEngine::kPread) {
     return detail::MakePreadFile(std::move(file), options, "");
