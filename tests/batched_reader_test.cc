@@ -77,6 +77,10 @@ TEST(BatchedReaderTest, SerializedModeWaitsForThePreviousBatch) {
   auto gated = GatedSource::Make("g", 1 << 20);
   BatchOptions bo;
   bo.mode = BatchMode::kSerialized;
+  // One dispatcher: r2 and r3 wait in the queue, so they form one batch
+  // whatever the timing (with more, the next batch is drained as soon as a
+  // request arrives; see SerializedModeDrainsTheNextBatchAtOnce).
+  bo.max_dispatchers = 1;
   auto batched = Open(gated, bo);
   Results res;
   batched->ReadAsync({0, 100}, res.For(1));
@@ -91,6 +95,42 @@ TEST(BatchedReaderTest, SerializedModeWaitsForThePreviousBatch) {
   ASSERT_TRUE(res.WaitFor(3));
   EXPECT_EQ(batched->GetStats().batches, 2u);
   EXPECT_EQ(batched->GetStats().largest_batch, 2u);
+}
+
+// The old Lance scheduler the baseline reproduces: while a batch reads, the
+// next one is drained at once and waits; requests arriving after that wait
+// for the batch after it. So closed-loop callers form two cohorts.
+TEST(BatchedReaderTest, SerializedModeDrainsTheNextBatchAtOnce) {
+  auto gated = GatedSource::Make("g", 1 << 20);
+  BatchOptions bo;
+  bo.mode = BatchMode::kSerialized;
+  auto batched = Open(gated, bo);
+  Results res;
+  batched->ReadAsync({0, 100}, res.For(1));
+  ASSERT_TRUE(gated->WaitForHeld(1));
+  batched->ReadAsync({10000, 100}, res.For(2));
+  // r2 is drained as batch 2 while batch 1 reads, and waits for it.
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return batched->GetStats().batches == 2; }));
+  batched->ReadAsync({20000, 100}, res.For(3));
+  testing::GiveThreadsAChance();
+  EXPECT_EQ(gated->reads_started(), 1u);
+  EXPECT_EQ(batched->GetStats().batches, 2u);  // r3 waits for a drain
+  gated->ReleaseOldest(1);                     // batch 1 done
+  ASSERT_TRUE(gated->WaitForStarted(2));       // batch 2 (r2) reads
+  // Now r3 is drained as batch 3, which waits for batch 2.
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return batched->GetStats().batches == 3; }));
+  testing::GiveThreadsAChance();
+  EXPECT_EQ(gated->reads_started(), 2u);
+  gated->ReleaseOldest(1);
+  ASSERT_TRUE(gated->WaitForStarted(3));  // batch 3 (r3) reads
+  gated->ReleaseAll();
+  ASSERT_TRUE(res.WaitFor(3));
+  EXPECT_TRUE(Matches(res.got.at(1), {0, 100}));
+  EXPECT_TRUE(Matches(res.got.at(2), {10000, 100}));
+  EXPECT_TRUE(Matches(res.got.at(3), {20000, 100}));
+  EXPECT_EQ(batched->GetStats().largest_batch, 1u);
 }
 
 TEST(BatchedReaderTest, QueuedCallersArePlannedTogether) {
@@ -370,6 +410,7 @@ TEST(BatchedReaderMultiSourceTest, AnErrorInOneSourceReachesOnlyItsCaller) {
 TEST(BatchedReaderMultiSourceTest, SerializedModeWaitsForTheWholeBatch) {
   BatchOptions bo;
   bo.mode = BatchMode::kSerialized;
+  bo.max_dispatchers = 1;  // b's and c's requests queue up as one batch
   MultiSource m = OpenMulti(3, bo);
   auto ga = m.gates[0], gb = m.gates[1], gc = m.gates[2];
   Results res;
