@@ -194,9 +194,8 @@ class StreamState final : public StreamBase,
         }
         if (delivery_ == Delivery::kAsCompleted) ready_.push_back(tag);
         next_chunk = chunked_ && in_flight_ == 0 && !failed_;
-        BumpChangesLocked();
+        ChangedLocked();
         if (consumer_waiting_) cv_.notify_one();
-        if (waker_) waker_->Notify();
       }
       // This call still uses the stream after unlocking, while another
       // thread's completion may bring in_flight_ to 0 and the consumer then
@@ -362,8 +361,7 @@ class StreamState final : public StreamBase,
       ready_.clear();
       FlushStatsLocked();
       ReleaseSelfIfDoneLocked(&self);
-      BumpChangesLocked();
-      if (waker_) waker_->Notify();
+      ChangedLocked();
     }
     limiter_->Withdraw(this);
     dropped.clear();
@@ -430,9 +428,8 @@ class StreamState final : public StreamBase,
         final_status_ = Status::Internal(
             "rangeio: no free result slot for " + RangeContext(first + j) +
             " (response budget accounting is broken)");
-        BumpChangesLocked();
+        ChangedLocked();
         cv_.notify_all();
-        if (waker_) waker_->Notify();
         return false;
       }
       const uint64_t tag = *slot;
@@ -454,11 +451,14 @@ class StreamState final : public StreamBase,
     if (delivery_ == Delivery::kAsCompleted) free_slots_.push_back(tag);
   }
 
-  // Written only under mu_, so a load and a store do (no atomic
-  // read-modify-write on the per-read path).
-  void BumpChangesLocked() {
+  // Something the consumer may wait for changed: bumps the counter its spin
+  // watches and wakes its Waker, if any (its condition variable is the
+  // caller's to signal). changes_ is written only under mu_, so a load and a
+  // store do (no atomic read-modify-write on the per-read path).
+  void ChangedLocked() {
     changes_.store(changes_.load(std::memory_order_relaxed) + 1,
                    std::memory_order_release);
+    if (waker_) waker_->Notify();
   }
 
   std::optional<uint64_t> ReadyTagLocked() {

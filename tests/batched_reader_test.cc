@@ -218,13 +218,12 @@ TEST(BatchedReaderTest, PackedBlobsShareTheObjectsBatching) {
   EXPECT_EQ(batched->GetStats().requests, 2u);  // both went to the object
 }
 
-TEST(BatchedReaderTest, ManyThreadsHammerOneHandle) {
-  constexpr uint64_t kSize = 1 << 20;
-  auto source = MakeMemorySource("mem", testing::PatternBuffer(kSize), false);
-  Options o = testing::LimitOptions(4);
-  o.planner = PlannerOptions::ObjectStore();
-  auto batched = Open(source, {}, o);
-  auto blob = *batched->Blob(kSize / 2, kSize / 4);
+// 16 threads making 200 reads each through `batched`: every
+// `blob_every`-th through `blob` (a quarter of the object at its middle),
+// the others from a random one of its `sources` sources of `size` bytes,
+// all holding the test pattern. Returns the reads whose bytes were wrong.
+int Hammer(BatchedReader& batched, const BlobHandle& blob, uint64_t size,
+           size_t sources, int blob_every) {
   std::atomic<int> bad{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 16; ++t) {
@@ -232,18 +231,29 @@ TEST(BatchedReaderTest, ManyThreadsHammerOneHandle) {
       std::mt19937_64 rng(t);
       for (int i = 0; i < 200; ++i) {
         const uint64_t len = 1 + rng() % 5000;
-        if (i % 3 == 0) {
-          const ByteRange r{rng() % (kSize / 4 - len), len};
-          if (!Matches(blob.Read(r), {kSize / 2 + r.offset, len})) ++bad;
+        if (i % blob_every == 0) {
+          const ByteRange r{rng() % (size / 4 - len), len};
+          if (!Matches(blob.Read(r), {size / 2 + r.offset, len})) ++bad;
         } else {
-          const ByteRange r{rng() % (kSize - len), len};
-          if (!Matches(batched->Read(r), r)) ++bad;
+          const ByteRange r{rng() % (size - len), len};
+          const size_t source = sources > 1 ? rng() % sources : 0;
+          if (!Matches(batched.Read(source, r), r)) ++bad;
         }
       }
     });
   }
   for (std::thread& t : threads) t.join();
-  EXPECT_EQ(bad.load(), 0);
+  return bad.load();
+}
+
+TEST(BatchedReaderTest, ManyThreadsHammerOneHandle) {
+  constexpr uint64_t kSize = 1 << 20;
+  auto source = MakeMemorySource("mem", testing::PatternBuffer(kSize), false);
+  Options o = testing::LimitOptions(4);
+  o.planner = PlannerOptions::ObjectStore();
+  auto batched = Open(source, {}, o);
+  auto blob = *batched->Blob(kSize / 2, kSize / 4);
+  EXPECT_EQ(Hammer(*batched, blob, kSize, 1, 3), 0);
   EXPECT_EQ(batched->GetStats().requests, 16u * 200u);
   const Stats ls = batched->reader().limiter()->GetStats();
   EXPECT_LE(ls.peak_in_flight, 4u);
@@ -475,25 +485,7 @@ TEST(BatchedReaderMultiSourceTest, ManyThreadsHammerOneMultiSourceHandle) {
   for (auto& s : sources) readers.push_back(*Reader::Open(s, o, limiter));
   auto batched = *BatchedReader::Open(std::move(readers));
   auto blob = *batched->Blob(2, kSize / 2, kSize / 4);
-  std::atomic<int> bad{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 16; ++t) {
-    threads.emplace_back([&, t] {
-      std::mt19937_64 rng(t);
-      for (int i = 0; i < 200; ++i) {
-        const uint64_t len = 1 + rng() % 5000;
-        if (i % 4 == 0) {
-          const ByteRange r{rng() % (kSize / 4 - len), len};
-          if (!Matches(blob.Read(r), {kSize / 2 + r.offset, len})) ++bad;
-        } else {
-          const ByteRange r{rng() % (kSize - len), len};
-          if (!Matches(batched->Read(rng() % 3, r), r)) ++bad;
-        }
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(Hammer(*batched, blob, kSize, 3, 4), 0);
   EXPECT_EQ(batched->GetStats().requests, 16u * 200u);
   const Stats ls = limiter->GetStats();
   EXPECT_LE(ls.peak_in_flight, 4u);

@@ -3,7 +3,6 @@
 // thread.
 #include "http/curl_engine.h"
 
-
 #include <algorithm>
 #include <charconv>
 #include <condition_variable>
