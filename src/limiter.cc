@@ -142,9 +142,10 @@ LimiterCore::NextClientLocked() {
 }
 
 // Admits as much as fits, one read per turn while several clients wait (a
-// lone client takes everything that fits in one pass). The chosen client is
-// served first even when another's read would fit: skipping it would let
-// small reads starve a large one.
+// lone client takes everything that fits in one pass, up to its pass
+// limit). The chosen client is served first even when another's read would
+// fit: skipping it would let small reads starve a large one. A paused client
+// leaves the queue when its turn comes.
 void LimiterCore::Pump(std::unique_lock<std::mutex>& lk) {
   if (FrameOf(this) != nullptr) return;
   if (tls_frames.size() <= tls_depth) tls_frames.emplace_back();
@@ -155,6 +156,12 @@ void LimiterCore::Pump(std::unique_lock<std::mutex>& lk) {
     while (!queue_.empty()) {
       const auto it = NextClientLocked();
       PermitClient* c = it->get();
+      if (c->paused_.load(std::memory_order_acquire)) {
+        c->queued_ = false;  // until it extends again
+        queue_.erase(it);
+        stats_.waiting_streams = queue_.size();
+        continue;
+      }
       const uint64_t cost = c->CostOf(c->next_);
       if (!Fits(cost)) break;
       ++in_flight_;
@@ -174,6 +181,8 @@ void LimiterCore::Pump(std::unique_lock<std::mutex>& lk) {
         grants.push_back({*it, c->next_, 1});
       }
       ++c->next_;
+      const bool pass_full =
+          grants.back().n >= c->pass_limit_.load(std::memory_order_relaxed);
       if (c->next_ >= c->stop_) {
         c->queued_ = false;
         queue_.erase(it);
@@ -182,6 +191,7 @@ void LimiterCore::Pump(std::unique_lock<std::mutex>& lk) {
         queue_.erase(it);
         queue_.push_back(std::move(moved));
       }
+      if (pass_full) break;
     }
     if (grants.empty()) break;
     lk.unlock();

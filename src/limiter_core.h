@@ -51,6 +51,19 @@ class PermitClient {
                      std::memory_order_relaxed);
   }
 
+  // A paused client is taken out of the queue by the next pump that meets
+  // it and granted nothing until it calls Extend() again, which it must do
+  // after un-pausing (a pump may have dropped it meanwhile). A pass of the
+  // pump grants a client at most its pass limit before calling OnGrant.
+  // Both are set by the client (StreamState: reads that complete inline
+  // wait for the consumer a few at a time, see kInlineBacklog).
+  void SetPaused(bool paused) {
+    paused_.store(paused, std::memory_order_release);
+  }
+  void SetPassLimit(uint32_t n) {
+    pass_limit_.store(n, std::memory_order_relaxed);
+  }
+
  private:
   friend class LimiterCore;
   const uint64_t total_;
@@ -62,6 +75,8 @@ class PermitClient {
   // read under the limiter's. Admitted reads not yet delivered are next_
   // minus this; a delivery is never seen before its read's admission.
   std::atomic<uint64_t> delivered_{0};
+  std::atomic<bool> paused_{false};
+  std::atomic<uint32_t> pass_limit_{UINT32_MAX};
   uint64_t UndeliveredLocked() const {
     const uint64_t d = delivered_.load(std::memory_order_relaxed);
     return next_ > d ? next_ - d : 0;

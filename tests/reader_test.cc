@@ -599,6 +599,69 @@ TEST(ReaderTest, ExactlyOnceWithRightBytesFromMemory) {
   }
 }
 
+// Reads that complete inline (a memory source) do not run ahead of the
+// consumer up to the whole response budget: after the first pass (C reads)
+// at most a few results wait, in both delivery modes; every range still
+// comes exactly once with its bytes, and a consumer that holds every slice
+// still ends with the budget's clear error rather than a hang.
+TEST(ReaderTest, InlineReadsWaitForTheConsumerAFewAtATime) {
+  constexpr size_t kSize = 1 << 20;
+  constexpr uint32_t kC = 16;
+  constexpr uint32_t kBudget = 64;
+  Slice buffer = testing::PatternBuffer(kSize);
+  std::vector<ByteRange> ranges;
+  for (uint64_t i = 0; i < 2000; ++i) ranges.push_back({(i * 509) % (kSize - 100), 100});
+  for (Delivery d : {Delivery::kOrdered, Delivery::kAsCompleted}) {
+    SCOPED_TRACE(d == Delivery::kOrdered ? "ordered" : "as-completed");
+    Reader reader = OpenReader(MakeMemorySource("mem", buffer, false),
+                               LimitOptions(kC, kBudget, 1 << 20));
+    auto stream = reader.ReadRanges(ranges, d);
+    ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+    uint64_t most_waiting = 0;
+    size_t bad = 0;
+    std::vector<size_t> idx;
+    for (;;) {
+      auto next = stream->Next();
+      ASSERT_TRUE(next.ok()) << next.status().ToString();
+      if (!next->has_value()) break;
+      const RangeResult& r = **next;
+      if (!testing::MatchesPattern(ranges[r.index], r.bytes.span())) ++bad;
+      idx.push_back(r.index);
+      // Retained now: this result and those waiting behind it.
+      if (idx.size() > kC) {
+        most_waiting = std::max(
+            most_waiting, reader.limiter()->GetStats().retained_count - 1);
+      }
+    }
+    EXPECT_EQ(bad, 0u);
+    ExpectEachIndexOnce(idx, ranges.size());
+    // Paused at 8 waiting, resumed at 4 with a pass of 8: at most 12.
+    EXPECT_LE(most_waiting, 12u);
+    EXPECT_GE(most_waiting, 4u);  // it did read ahead
+    EXPECT_EQ(reader.limiter()->GetStats().peak_in_flight, kC);
+    ExpectLimiterDrains(*reader.limiter());
+  }
+  // Holding every slice: the budget fills and the stream says so.
+  Options o = LimitOptions(kC, kBudget, 1 << 20);
+  o.response_stall_timeout = milliseconds(50);
+  Reader reader = OpenReader(MakeMemorySource("mem", buffer, false), o);
+  auto stream = reader.ReadRanges(ranges, Delivery::kAsCompleted);
+  ASSERT_TRUE(stream.ok());
+  std::vector<Slice> held;
+  Status end;
+  for (;;) {
+    auto next = stream->Next();
+    if (!next.ok()) {
+      end = next.status();
+      break;
+    }
+    ASSERT_TRUE(next->has_value()) << "ended without the budget's error";
+    held.push_back(std::move((*next)->bytes));
+  }
+  EXPECT_EQ(end.code(), StatusCode::kResourceExhausted) << end.ToString();
+  EXPECT_EQ(held.size(), kBudget);
+}
+
 TEST(ReaderTest, ExactlyOnceWithRightBytesFromSimulatedStore) {
   auto source = MakeSimulatedSource(
       "sim://bucket/obj", 8 << 20,
