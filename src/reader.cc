@@ -477,10 +477,11 @@ class StreamState final : public StreamBase,
   // next read. So while this stream's reads complete inline and none is in
   // flight, admission pauses once kInlineBacklog results wait, and resumes
   // when the consumer has taken half of them; a pump grants such a stream
-  // kInlineBacklog reads at a time. Measured (51,200 4 KiB reads at C = 64,
-  // a scratch loop of alternating runs): from memory with a copy 80-93 ms
-  // with 128 results waiting, 63-69 ms with 4-16; from the page cache
-  // 105-114 against 92-100 ms. Reads that complete on other threads (real
+  // kInlineBacklog reads at a time. Measured with 51,200 4 KiB reads at
+  // C = 64, three alternating pairs of processes (best 8 of 15 runs each),
+  // before and after: from the page cache 110-112 / 90-96, 94-101 / 97-103
+  // and 103-116 / 84-92 ms; from memory with a copy 65-68 / 63-70, 58-63 /
+  // 51-59 and 63-69 / 58-63 ms. Reads that complete on other threads (real
   // I/O) never pause admission.
   static constexpr uint64_t kInlineBacklog = 8;
 
