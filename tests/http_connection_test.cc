@@ -6,22 +6,20 @@
 // The server below needs no test servers: it holds every request until
 // `want` of them are in flight at once (or a 20 s hang guard passes), so the
 // peak it records says whether the client ever had them all out together.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <cstring>
+#include <cstdio>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "rangeio/rangeio.h"
+#include "support/loopback_server.h"
 
 namespace rangeio {
 namespace {
@@ -32,36 +30,19 @@ constexpr uint64_t kObjectBytes = 1 << 20;
 // [A, B] of a kObjectBytes object, one thread per connection.
 class BarrierServer {
  public:
-  explicit BarrierServer(int want) : want_(want) {
-    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    listen(listen_fd_, 128);
-    socklen_t len = sizeof addr;
-    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    acceptor_ = std::thread([this] { AcceptLoop(); });
-  }
+  explicit BarrierServer(int want) : want_(want) {}
   BarrierServer(const BarrierServer&) = delete;
   BarrierServer& operator=(const BarrierServer&) = delete;
   ~BarrierServer() {
-    shutdown(listen_fd_, SHUT_RDWR);
-    acceptor_.join();
     {
       std::lock_guard lk(mu_);
-      released_ = true;
-      for (int fd : fds_) shutdown(fd, SHUT_RDWR);
+      released_ = true;  // then server_ shuts the connections down
     }
     cv_.notify_all();
-    for (std::thread& t : handlers_) t.join();
-    for (int fd : fds_) close(fd);
-    close(listen_fd_);
   }
 
   std::string url() const {
-    return "http://127.0.0.1:" + std::to_string(port_) + "/object.bin";
+    return "http://" + server_.hostport() + "/object.bin";
   }
   int peak_in_flight() {
     std::lock_guard lk(mu_);
@@ -71,22 +52,9 @@ class BarrierServer {
     std::lock_guard lk(mu_);
     return requests_;
   }
-  int connections() {
-    std::lock_guard lk(mu_);
-    return static_cast<int>(fds_.size());
-  }
+  int connections() { return server_.connections(); }
 
  private:
-  void AcceptLoop() {
-    for (;;) {
-      const int fd = accept(listen_fd_, nullptr, nullptr);
-      if (fd < 0) return;
-      std::lock_guard lk(mu_);
-      fds_.push_back(fd);
-      handlers_.emplace_back([this, fd] { Serve(fd); });
-    }
-  }
-
   void Serve(int fd) {
     std::string in;
     char buf[4096];
@@ -133,17 +101,13 @@ class BarrierServer {
   }
 
   const int want_;
-  int listen_fd_ = -1;
-  int port_ = 0;
-  std::thread acceptor_;
   std::mutex mu_;
   std::condition_variable cv_;
   int in_flight_ = 0;      // GUARDED_BY(mu_)
   int peak_ = 0;           // GUARDED_BY(mu_)
   int requests_ = 0;       // GUARDED_BY(mu_)
   bool released_ = false;  // GUARDED_BY(mu_)
-  std::vector<int> fds_;   // GUARDED_BY(mu_)
-  std::vector<std::thread> handlers_;
+  testing::LoopbackServer server_{[this](int fd) { Serve(fd); }};  // last
 };
 
 TEST(HttpConnectionTest, ConcurrentReadsOfANewHostGoOutTogether) {

@@ -9,11 +9,11 @@
 // Needs tests/servers/run_servers.sh (see support/http_servers.h).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,6 +22,7 @@
 #include "support/collecting_sink.h"
 #include "support/http_servers.h"
 #include "support/http_test_util.h"
+#include "support/loopback_server.h"
 #include "support/test_util.h"
 
 namespace rangeio {
@@ -451,20 +452,15 @@ TEST(HttpNoServerTest, ServerDownIsAClearConnectionErrorWithinTheDeadline) {
 TEST(HttpNoServerTest, SilentServerHitsTheFirstByteTimeoutAndTheDeadline) {
   // A listening socket that is never accepted: connects succeed (the kernel
   // completes the handshake), requests go out, no answer ever comes.
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(fd, 64), 0);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  int port = 0;
+  const int fd = testing::ListenOnLoopback(&port);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
   HttpOptions o = FastOptions();
   o.first_byte_timeout = std::chrono::milliseconds(200);
   o.max_attempts = 3;
   o.size_hint = 100;
   auto src = OpenHttpSource(
-      "http://127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + "/x", o);
+      "http://127.0.0.1:" + std::to_string(port) + "/x", o);
   ASSERT_TRUE(src.ok());
   const auto t0 = std::chrono::steady_clock::now();
   auto bytes = ReadOnce(**src, {0, 10});
@@ -479,7 +475,7 @@ TEST(HttpNoServerTest, SilentServerHitsTheFirstByteTimeoutAndTheDeadline) {
   o.deadline = std::chrono::milliseconds(300);
   o.max_attempts = 100;
   auto bounded = OpenHttpSource(
-      "http://127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + "/y", o);
+      "http://127.0.0.1:" + std::to_string(port) + "/y", o);
   ASSERT_TRUE(bounded.ok());
   const auto t1 = std::chrono::steady_clock::now();
   auto late = ReadOnce(**bounded, {0, 10});

@@ -27,6 +27,7 @@
 
 #include "gtest/gtest.h"
 #include "support/http_servers.h"
+#include "support/loopback_server.h"
 #include "support/test_util.h"
 
 extern char** environ;
@@ -130,35 +131,8 @@ int Connect(int port) {
 // each with an X-Path header, and logs the paths in arrival order.
 class Upstream {
  public:
-  Upstream() {
-    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    listen(listen_fd_, 64);
-    socklen_t len = sizeof addr;
-    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    acceptor_ = std::thread([this] { AcceptLoop(); });
-  }
-  Upstream(const Upstream&) = delete;
-  Upstream& operator=(const Upstream&) = delete;
-
-  ~Upstream() {
-    shutdown(listen_fd_, SHUT_RDWR);  // wakes accept()
-    acceptor_.join();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (int fd : fds_) shutdown(fd, SHUT_RDWR);
-    }
-    for (std::thread& t : handlers_) t.join();
-    for (int fd : fds_) close(fd);
-    close(listen_fd_);
-  }
-
-  int port() const { return port_; }
-  std::string hostport() const { return "127.0.0.1:" + std::to_string(port_); }
+  int port() const { return server_.port(); }
+  std::string hostport() const { return server_.hostport(); }
 
   std::vector<std::string> paths() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -166,18 +140,8 @@ class Upstream {
   }
 
  private:
-  void AcceptLoop() {
-    for (;;) {
-      const int fd = accept(listen_fd_, nullptr, nullptr);
-      if (fd < 0) return;
-      std::lock_guard<std::mutex> lock(mu_);
-      fds_.push_back(fd);
-      handlers_.emplace_back([this, fd] { Serve(fd); });
-    }
-  }
-
   // Answers fd's requests until it sends EOF, then closes its side (as
-  // nginx does). The descriptor itself is closed by the destructor.
+  // nginx does). The descriptor itself is closed by server_.
   void Serve(int fd) {
     ServeRequests(fd);
     shutdown(fd, SHUT_RDWR);
@@ -231,13 +195,9 @@ class Upstream {
     }
   }
 
-  int listen_fd_ = -1;
-  int port_ = 0;
-  std::thread acceptor_;
   std::mutex mu_;
-  std::vector<int> fds_;
-  std::vector<std::thread> handlers_;
-  std::vector<std::string> paths_;
+  std::vector<std::string> paths_;  // GUARDED_BY(mu_)
+  LoopbackServer server_{[this](int fd) { Serve(fd); }};  // last: see its dtor
 };
 
 struct Exit {

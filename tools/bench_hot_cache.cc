@@ -219,12 +219,15 @@ Result<Report> RunHotCache(const BenchOptions& options) {
       {"memcpy_buffers", 2 * kConcurrency},
       {"consumer",
        "releases each range unread; checks the first byte of every 1024th"}};
-  // pread-one-thread: the bare loop on one thread, as the page-cache row's
-  // one consumer reads, shown so that each run says how far the baseline's
-  // threads scaled.
-  const char* names[] = {"memcpy",          "memcpy-one-buffer", "pread",
-                         "memory-copy",     "memory-zero-copy",  "page-cache",
-                         "page-cache-uring", "pread-one-thread"};
+  // The bare baselines first, then the rows through a Reader (from
+  // kFirstReaderRow). pread-one-thread: the bare loop on one thread, as the
+  // page-cache row's one consumer reads, shown so that each run says how far
+  // the baseline's threads scaled.
+  const char* names[] = {"memcpy",           "memcpy-one-buffer",
+                         "pread",            "pread-one-thread",
+                         "memory-copy",      "memory-zero-copy",
+                         "page-cache",       "page-cache-uring"};
+  constexpr size_t kFirstReaderRow = 4;
   for (const char* n : names)
     rep.rows.push_back({n, {}, kRanges, {}, {}, {}, {}});
 
@@ -245,27 +248,27 @@ Result<Report> RunHotCache(const BenchOptions& options) {
         ms = BarePread(path, ranges,
                        std::max(1u, std::thread::hardware_concurrency()), &v);
         break;
-      case 7:
+      case 3:
         ms = BarePread(path, ranges, 1, &v);
         break;
-      case 3:
+      case 4:
         ms = ThroughRangeio(MakeMemorySource("memory", buffer, false), ranges,
                             &v, &st);
         break;
-      case 4:
+      case 5:
         ms = ThroughRangeio(MakeMemorySource("memory", buffer, true), ranges,
                             &v, &st);
         break;
-      case 5:
-      case 6: {
+      case 6:
+      case 7: {
         // page-cache: the pread pool, each cached read done inline by the
         // consumer's thread. page-cache-uring: io_uring with no inline
         // attempt, so the ring thread does the copies while the consumer's
         // thread runs the stream.
         LocalFileOptions lo;
         lo.threads = kConcurrency;
-        lo.engine = k == 5 ? LocalEngine::kPread : LocalEngine::kUring;
-        lo.try_inline = k == 5;
+        lo.engine = k == 6 ? LocalEngine::kPread : LocalEngine::kUring;
+        lo.try_inline = k == 6;
         auto file = OpenLocalFile(path, lo);
         if (!file.ok()) {
           failure = file.status();
@@ -281,7 +284,7 @@ Result<Report> RunHotCache(const BenchOptions& options) {
     }
     failure = v.Summary(names[k], kRanges);
     rep.rows[k].elapsed_ms_runs.push_back(*ms);
-    if (k >= 3 && k <= 6) {
+    if (k >= kFirstReaderRow) {
       rep.rows[k].peak_inflight = st.peak_in_flight;
       rep.rows[k].peak_retained = st.peak_retained_count;
     }

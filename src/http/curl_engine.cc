@@ -565,7 +565,7 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
         int running = 0;
         curl_multi_socket_action(multi_, fd, mask, &running);
       }
-      Reap();
+      // What those actions finished is reaped at the top of the loop.
     }
   }
 
@@ -576,9 +576,9 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
   }
 
   // Runs libcurl's timeouts once its timer is due (a transfer just added is
-  // due at once: that is how it starts).
-  // A few passes at most: a timer libcurl keeps at 0 waits for the next
-  // turn of the loop (epoll_wait with no wait) rather than spinning here.
+  // due at once: that is how it starts). A few passes at most: a timer
+  // libcurl keeps at 0 waits for the next turn of the loop (epoll_wait with
+  // no wait) rather than spinning here.
   void RunDueTimer() {
     for (int pass = 0; pass < 4 && timer_at_ns_ <= NowNanos(); ++pass) {
       timer_at_ns_ = kNoTimer;
