@@ -76,32 +76,34 @@ void LimiterCore::Withdraw(PermitClient* c) {
 // A read that completed inside this thread's own pump of this limiter hands
 // its permit back when that pump re-takes the lock, right after the OnGrant
 // call that issued it returns: one lock round-trip fewer per inline read.
-void LimiterCore::ReadDone(uint64_t latency_ns, uint64_t bytes, bool ok) {
+void LimiterCore::ReadsDone(const uint64_t* latency_ns, size_t n,
+                            uint64_t bytes, uint64_t errors) {
   if (PumpFrame* f = FrameOf(this)) {
-    f->done_latency_ns.push_back(latency_ns);
+    f->done_latency_ns.insert(f->done_latency_ns.end(), latency_ns,
+                              latency_ns + n);
     f->done_bytes += bytes;
-    f->done_errors += ok ? 0 : 1;
+    f->done_errors += errors;
     return;
   }
   auto lk = LockSpinning(mu_);
-  --in_flight_;
-  StatsRecorder::AddReads(&stats_, &latency_ns, 1, bytes, ok ? 0 : 1);
+  in_flight_ -= n;
+  StatsRecorder::AddReads(&stats_, latency_ns, n, bytes, errors);
   Pump(lk);
 }
 
 // Hands back the limiter's hold on itself when the last retained response
 // goes; the caller destroys it after unlocking (it may free this).
-std::shared_ptr<LimiterCore> LimiterCore::ReleaseResponseLocked(
-    uint64_t bytes) {
-  --retained_count_;
+std::shared_ptr<LimiterCore> LimiterCore::ReleaseResponsesLocked(
+    uint64_t n, uint64_t bytes) {
+  retained_count_ -= n;
   retained_bytes_ -= bytes;
   return retained_count_ == 0 ? std::move(self_) : nullptr;
 }
 
-void LimiterCore::ReleaseResponse(uint64_t bytes) {
+void LimiterCore::ReleaseResponses(uint64_t n, uint64_t bytes) {
   std::shared_ptr<LimiterCore> self;  // destroyed last: may free this
   auto lk = LockSpinning(mu_);
-  self = ReleaseResponseLocked(bytes);
+  self = ReleaseResponsesLocked(n, bytes);
   Pump(lk);
 }
 
@@ -110,7 +112,7 @@ void LimiterCore::ReturnUnused(uint64_t bytes) {
   auto lk = LockSpinning(mu_);
   --in_flight_;
   ++stats_.reads_cancelled;
-  self = ReleaseResponseLocked(bytes);
+  self = ReleaseResponsesLocked(1, bytes);
   Pump(lk);
 }
 

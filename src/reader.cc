@@ -134,6 +134,7 @@ class StreamState final : public StreamBase,
     // it: a backend may complete a read inline, re-entering OnReadDone.
     constexpr uint64_t kBatch = 64;
     std::array<uint64_t, kBatch> tags;
+    std::array<ReadRequest, kBatch> reads;
     const GrantScope scope(this);
     while (n > 0) {
       const uint64_t k = std::min(n, kBatch);
@@ -143,78 +144,24 @@ class StreamState final : public StreamBase,
         }
         return;
       }
-      for (uint64_t j = 0; j < k; ++j) {
-        source_->Read(ranges_[first + j], this, tags[j]);
-      }
+      for (uint64_t j = 0; j < k; ++j) reads[j] = {ranges_[first + j], tags[j]};
+      source_->ReadMany({reads.data(), k}, this);
       first += k;
       n -= k;
     }
   }
 
   void OnReadDone(uint64_t tag, Result<Slice> bytes) override {
-    std::shared_ptr<StreamState> keepalive;  // destroyed last: may free this
-    const uint64_t now = NowNanos();
-    Slot& s = slots_[tag];
-    const uint64_t index = s.index;  // stable while the read is in flight
-    const ByteRange range = ranges_[index];
-    Status status = bytes.status();
-    if (status.ok() && bytes->size() != range.length) {
-      status =
-          Status::IoError("backend returned " + std::to_string(bytes->size()) +
-                          " bytes instead of " + std::to_string(range.length));
+    ReadCompletion done{tag, std::move(bytes)};
+    CompleteReads<1>({&done, 1});
+  }
+
+  void OnReadsDone(std::span<ReadCompletion> done) override {
+    while (done.size() > kCompletionChunk) {
+      CompleteReads<kCompletionChunk>(done.first(kCompletionChunk));
+      done = done.subspan(kCompletionChunk);
     }
-    const uint64_t got = status.ok() ? range.length : 0;
-    // A failed read's response keeps its budget until the error is delivered
-    // or dropped, like any result: occupied slots never exceed the budget.
-    auto lease =
-        std::make_shared<Lease>(limiter_.get(), range.length,
-                                status.ok() ? std::move(*bytes) : Slice());
-    bool next_chunk = false;
-    uint64_t latency = 0;
-    {
-      auto lk = LockSpinning(mu_);
-      latency = now - s.submit_ns;
-      --in_flight_;
-      reads_.Add(latency, got, status.ok());
-      if (reads_.full()) FlushStatsLocked();
-      if (finished_) {
-        // Dropped: its budget goes back with `lease` below.
-        ++cancelled_;
-        s.state = Slot::kFree;
-        ReleaseSlot(tag);
-        if (in_flight_ == 0) FlushStatsLocked();  // the stream's last word
-      } else {
-        s.state = Slot::kDone;
-        s.lease = std::move(lease);
-        if (!status.ok()) {
-          s.status = status.WithContext(RangeContext(index));
-          // Admit nothing more, before this read's permit comes back.
-          failed_ = true;
-          limiter_->Withdraw(this);
-        }
-        if (delivery_ == Delivery::kAsCompleted) ready_.push_back(tag);
-        next_chunk = chunked_ && in_flight_ == 0 && !failed_;
-        if (!chunked_) NoteCompletionLocked(tls_granting == this);
-        ChangedLocked();
-        if (consumer_waiting_) cv_.notify_one();
-      }
-      // This call still uses the stream after unlocking, while another
-      // thread's completion may bring in_flight_ to 0 and the consumer then
-      // drop the stream, its reader and its limiter: hold the stream until
-      // the call returns (and release it then if it is done). Inside this
-      // stream's OnGrant the pump's reference does that: an atomic increment
-      // and decrement fewer per inline read.
-      if (in_flight_ == 0 && DoneLocked()) {
-        keepalive = std::move(keepalive_);
-      } else if (tls_granting != this) {
-        keepalive = keepalive_;
-      }
-    }
-    // The permit goes back last: it may admit this stream's next read.
-    limiter_->ReadDone(latency, got, status.ok());
-    if (next_chunk)
-      limiter_->Extend(shared_from_this(), limiter_->io_concurrency());
-    lease.reset();  // a cancelled stream's response goes back here
+    CompleteReads<kCompletionChunk>(done);
   }
 
   Result<std::optional<RangeResult>> Next() override { return Poll(nullptr); }
@@ -240,6 +187,7 @@ class StreamState final : public StreamBase,
   Result<std::optional<RawResult>> NextRaw(bool* pending = nullptr) {
     auto lk = LockSpinning(mu_);
     int spins = 0;
+    bool assisted = false;  // Assist found nothing since the last result
     for (;;) {
       if (!final_status_.ok()) return final_status_;
       if (delivered_ == ranges_.size()) {
@@ -250,21 +198,24 @@ class StreamState final : public StreamBase,
       }
       if (std::optional<uint64_t> tag = ReadyTagLocked()) {
         Slot& s = slots_[*tag];
-        if (!s.status.ok()) {
+        if (s.error) {
           // The error is this read's delivery: the read is not "cancelled".
-          final_status_ = std::move(s.status);
-          s.status = Status::OK();
-          std::shared_ptr<Lease> budget = std::move(s.lease);
+          final_status_ = std::move(*s.error);
+          s.error.reset();
+          const uint64_t cost = ranges_[s.index].length;
           s.state = Slot::kFree;
           ReleaseSlot(*tag);
           Status error = final_status_;
           lk.unlock();
           Finish();
+          limiter_->ReleaseResponses(1, cost);
           return error;
         }
-        RawResult r{s.index, std::move(s.lease)};
+        const uint64_t index = s.index;
+        const uint64_t cost = ranges_[index].length;
+        Slice bytes = std::move(s.bytes);
         stall_deadline_ = 0;
-        if (record_deliveries_) unflushed_bytes_ += r.lease->cost;
+        if (record_deliveries_) unflushed_bytes_ += cost;
         s.state = Slot::kFree;
         ReleaseSlot(*tag);
         ++delivered_;
@@ -274,9 +225,15 @@ class StreamState final : public StreamBase,
           FlushStatsLocked();
         }
         if (paused_ && BacklogLocked() <= kInlineBacklog / 2) {
-          ResumeAdmission(lk);
+          ResumeAdmission(lk);  // unlocks
+        } else {
+          lk.unlock();
         }
-        return std::optional<RawResult>(std::move(r));
+        // Made here, on the consumer's thread, which also frees it: the
+        // allocator's per-thread cache serves both ends.
+        return std::optional<RawResult>(RawResult{
+            index,
+            std::make_shared<Lease>(limiter_.get(), cost, std::move(bytes))});
       }
       FlushStatsLocked();
       if (paused_) {  // nothing ready: never wait on a pause
@@ -286,6 +243,15 @@ class StreamState final : public StreamBase,
       }
       if (!StalledLocked()) {
         stall_deadline_ = 0;
+        if (in_flight_ > 0 && !assisted) {
+          // Rather than wait, run reads the source has queued for its own
+          // threads (page-cache hits): this thread's results come sooner
+          // and the source's threads are not the only ones working.
+          lk.unlock();
+          assisted = source_->Assist(kAssistReads) == 0;
+          RelockSpinning(lk);
+          continue;
+        }
         if (pending) {
           *pending = true;
           return std::optional<RawResult>();
@@ -350,7 +316,8 @@ class StreamState final : public StreamBase,
   // Stops admission, drops undelivered results (their budget goes back) and
   // lets in-flight reads return their permits as they complete.
   void Finish() override {
-    std::vector<std::shared_ptr<Lease>> dropped;
+    uint64_t dropped = 0;
+    uint64_t dropped_bytes = 0;
     std::shared_ptr<StreamState> self;  // the caller's RangeStream holds us
     {
       std::lock_guard lk(mu_);
@@ -362,8 +329,10 @@ class StreamState final : public StreamBase,
       }
       for (Slot& s : slots_) {
         if (s.state != Slot::kDone) continue;
-        if (s.lease) dropped.push_back(std::move(s.lease));
-        s.status = Status::OK();
+        ++dropped;
+        dropped_bytes += ranges_[s.index].length;
+        s.bytes.Reset();
+        s.error.reset();
         s.state = Slot::kFree;
         ++cancelled_;
       }
@@ -373,7 +342,7 @@ class StreamState final : public StreamBase,
       ChangedLocked();
     }
     limiter_->Withdraw(this);
-    dropped.clear();
+    if (dropped > 0) limiter_->ReleaseResponses(dropped, dropped_bytes);
     cv_.notify_all();
   }
 
@@ -381,6 +350,103 @@ class StreamState final : public StreamBase,
 
  private:
   static constexpr int kSpins = 64;
+  // Reads one call of Source::Assist may run for a waiting consumer.
+  static constexpr size_t kAssistReads = 8;
+  // Completions handled under one lock (OnReadsDone splits larger batches).
+  static constexpr size_t kCompletionChunk = 32;
+
+  // Files up to N finished reads under one lock of the stream and hands
+  // their permits back with one call to the limiter.
+  template <size_t N>
+  void CompleteReads(std::span<ReadCompletion> done) {
+    std::shared_ptr<StreamState> keepalive;  // destroyed last: may free this
+    const uint64_t now = NowNanos();
+    const size_t n = done.size();
+    std::array<uint64_t, N> latency;
+    uint64_t got = 0;
+    uint64_t errors = 0;
+    for (size_t i = 0; i < n; ++i) {
+      // A slot's index is stable while its read is in flight.
+      const ByteRange range = ranges_[slots_[done[i].tag].index];
+      Result<Slice>& bytes = done[i].bytes;
+      if (bytes.ok() && bytes->size() != range.length) {
+        bytes = Status::IoError("backend returned " +
+                                std::to_string(bytes->size()) +
+                                " bytes instead of " +
+                                std::to_string(range.length));
+      }
+      if (bytes.ok()) {
+        got += range.length;
+      } else {
+        ++errors;
+      }
+    }
+    // A result keeps its share of the response budget until it is handed
+    // out (then its Lease, made on the consumer's thread, keeps it) or
+    // dropped; a failed read's too, until its error is delivered: occupied
+    // slots never exceed the budget. A dropped stream's go back below.
+    uint64_t dropped = 0;
+    uint64_t dropped_bytes = 0;
+    const bool inline_done = tls_granting == this;
+    bool next_chunk = false;
+    {
+      auto lk = LockSpinning(mu_);
+      for (size_t i = 0; i < n; ++i) {
+        const uint64_t tag = done[i].tag;
+        Slot& s = slots_[tag];
+        latency[i] = now - s.submit_ns;
+        --in_flight_;
+        reads_.Add(latency[i], done[i].bytes.ok() ? ranges_[s.index].length : 0,
+                   done[i].bytes.ok());
+        if (reads_.full()) FlushStatsLocked();
+        if (finished_) {
+          ++cancelled_;
+          ++dropped;
+          dropped_bytes += ranges_[s.index].length;
+          s.state = Slot::kFree;
+          ReleaseSlot(tag);
+          continue;
+        }
+        s.state = Slot::kDone;
+        if (done[i].bytes.ok()) {
+          s.bytes = std::move(*done[i].bytes);
+        } else {
+          s.error = std::make_unique<Status>(
+              done[i].bytes.status().WithContext(RangeContext(s.index)));
+          if (!failed_) {
+            // Admit nothing more, before this read's permit comes back.
+            failed_ = true;
+            limiter_->Withdraw(this);
+          }
+        }
+        if (delivery_ == Delivery::kAsCompleted) ready_.push_back(tag);
+      }
+      if (finished_) {
+        if (in_flight_ == 0) FlushStatsLocked();  // the stream's last word
+      } else {
+        next_chunk = chunked_ && in_flight_ == 0 && !failed_;
+        if (!chunked_) NoteCompletionLocked(inline_done);
+        ChangedLocked();
+        if (consumer_waiting_) cv_.notify_one();
+      }
+      // This call still uses the stream after unlocking, while another
+      // thread's completion may bring in_flight_ to 0 and the consumer then
+      // drop the stream, its reader and its limiter: hold the stream until
+      // the call returns (and release it then if it is done). Inside this
+      // stream's OnGrant the pump's reference does that: an atomic increment
+      // and decrement fewer per inline read.
+      if (in_flight_ == 0 && DoneLocked()) {
+        keepalive = std::move(keepalive_);
+      } else if (!inline_done) {
+        keepalive = keepalive_;
+      }
+    }
+    // The permits go back last: they may admit this stream's next reads.
+    limiter_->ReadsDone(latency.data(), n, got, errors);
+    if (next_chunk)
+      limiter_->Extend(shared_from_this(), limiter_->io_concurrency());
+    if (dropped > 0) limiter_->ReleaseResponses(dropped, dropped_bytes);
+  }
 
   // Completed reads not yet added to the reader's stats: one lock there per
   // 64 reads instead of one per read.
@@ -397,13 +463,15 @@ class StreamState final : public StreamBase,
     }
   };
 
-  struct Slot {
+  // One cache line: a completion on one thread writes it and the consumer
+  // on another reads it, once per read.
+  struct alignas(64) Slot {
     enum State { kFree, kInFlight, kDone };
     State state = kFree;
     uint64_t index = 0;
     uint64_t submit_ns = 0;
-    std::shared_ptr<Lease> lease;
-    Status status;
+    Slice bytes;                    // a result not yet handed out
+    std::unique_ptr<Status> error;  // a failed read's, until delivered
   };
 
   // Ordered delivery: the undelivered admitted reads are a contiguous run of

@@ -19,13 +19,17 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <ostream>
+#include <mutex>
+#include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,11 +54,14 @@ struct Engine {
   LocalEngine engine;
   bool direct;
   bool try_inline;
+  // LocalFileOptions::hit_threads; unset: the default.
+  std::optional<uint32_t> hit_threads = std::nullopt;
 };
 
 const Engine kEngines[] = {
     {"pread", LocalEngine::kPread, false, false},
-    {"pread_inline", LocalEngine::kPread, false, true},
+    {"pread_inline", LocalEngine::kPread, false, true, 0},
+    {"pread_hits", LocalEngine::kPread, false, true, 2},
     {"pread_direct", LocalEngine::kPread, true, false},
     {"uring", LocalEngine::kUring, false, false},
     {"uring_inline", LocalEngine::kUring, false, true},
@@ -98,6 +105,7 @@ class LocalConformanceTest : public ::testing::TestWithParam<Engine> {
     o.engine = GetParam().engine;
     o.direct = GetParam().direct;
     o.try_inline = GetParam().try_inline;
+    o.hit_threads = GetParam().hit_threads;
     return o;
   }
 
@@ -158,6 +166,10 @@ TEST_P(LocalConformanceTest, DescribeNamesTheEngine) {
                                                              : "io_uring"));
   EXPECT_THAT(d, HasSubstr(GetParam().direct ? "O_DIRECT" : "buffered"));
   EXPECT_EQ(d.find("inline") != std::string::npos, GetParam().try_inline) << d;
+  EXPECT_EQ(d.find("helper thread") != std::string::npos,
+            GetParam().try_inline && GetParam().engine == LocalEngine::kPread &&
+                GetParam().hit_threads.value_or(1) > 0)
+      << d;
 }
 
 TEST_P(LocalConformanceTest, UnalignedReadsReturnExactBytes) {
@@ -775,6 +787,132 @@ TEST(LocalEngineTest, NamesRoundTrip) {
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(bad.status().message(), HasSubstr("'aio'"));
   EXPECT_THAT(bad.status().message(), HasSubstr("auto, pread, uring"));
+}
+
+// Page-cache hits queued for helper threads (LocalFileOptions::hit_threads).
+class LocalHitsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = ::testing::TempDir() + "rangeio_hits_" +
+            std::to_string(::getpid()) + ".bin";
+    FILE* f = std::fopen(path_.c_str(), "wb");
+    ASSERT_NE(f, nullptr) << path_;
+    std::vector<std::byte> bytes(kSize);
+    for (size_t i = 0; i < kSize; ++i) bytes[i] = testing::PatternByteAt(i);
+    ASSERT_EQ(std::fwrite(bytes.data(), 1, kSize, f), kSize);
+    std::fclose(f);
+  }
+  void TearDown() override { ::unlink(path_.c_str()); }
+
+  std::shared_ptr<Source> Open(uint32_t hit_threads) {
+    LocalFileOptions o;
+    o.engine = LocalEngine::kPread;
+    o.threads = 4;
+    o.hit_threads = hit_threads;
+    auto source = OpenLocalFile(path_, o);
+    EXPECT_TRUE(source.ok()) << source.status().ToString();
+    return source.ok() ? *source : nullptr;
+  }
+
+  static constexpr size_t kSize = 1 << 20;
+  std::string path_;
+};
+
+// Reads given at once reach the helper together: it completes them in
+// batches (OnReadsDone with more than one), each read exactly once with its
+// bytes; a consumer's Assist runs at most what it is asked for.
+TEST_F(LocalHitsTest, HelpersCompleteQueuedHitsInBatches) {
+  auto source = Open(1);
+  ASSERT_NE(source, nullptr);
+  class BatchSink final : public ReadSink {
+   public:
+    void OnReadDone(uint64_t tag, Result<Slice> bytes) override {
+      ReadCompletion c{tag, std::move(bytes)};
+      OnReadsDone({&c, 1});
+    }
+    void OnReadsDone(std::span<ReadCompletion> done) override {
+      std::lock_guard lk(mu);
+      largest = std::max(largest, done.size());
+      for (ReadCompletion& c : done) got.emplace_back(c.tag, std::move(c.bytes));
+    }
+    size_t count() {
+      std::lock_guard lk(mu);
+      return got.size();
+    }
+    std::mutex mu;
+    size_t largest = 0;
+    std::vector<std::pair<uint64_t, Result<Slice>>> got;
+  } sink;
+  constexpr size_t kReads = 64;
+  std::vector<ReadRequest> reads;
+  for (size_t i = 0; i < kReads; ++i) {
+    reads.push_back({{i * 8192 + 100, 4000}, i});
+  }
+  // The file was just written: its pages are cached.
+  source->ReadMany(reads, &sink);
+  EXPECT_LE(source->Assist(3), 3u);
+  ASSERT_TRUE(WaitUntil([&] { return sink.count() == kReads; }));
+  std::vector<bool> seen(kReads);
+  for (auto& [tag, bytes] : sink.got) {
+    ASSERT_LT(tag, kReads);
+    EXPECT_FALSE(seen[tag]) << "read " << tag << " completed twice";
+    seen[tag] = true;
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    EXPECT_TRUE(MatchesPattern(reads[tag].range, bytes->span())) << tag;
+  }
+  EXPECT_GT(sink.largest, 1u) << "no read was completed in a batch";
+  EXPECT_EQ(source->Assist(8), 0u) << "nothing is left queued";
+}
+
+// Through a Reader, with the consumer assisting: every range once with its
+// bytes, within the bounds, in both delivery modes; also when the file has
+// left the page cache (misses go on to the blocking pool).
+TEST_F(LocalHitsTest, ReaderGetsEveryRangeOnceWithHelpers) {
+  for (bool evict : {false, true}) {
+    for (Delivery delivery : {Delivery::kOrdered, Delivery::kAsCompleted}) {
+      auto source = Open(2);
+      ASSERT_NE(source, nullptr);
+      if (evict) {
+        const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+        ASSERT_GE(fd, 0);
+        ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        ::close(fd);
+      }
+      Options o = LimitOptions(4);
+      o.planner = PlannerOptions::None();
+      auto reader = Reader::Open(source, o);
+      ASSERT_TRUE(reader.ok());
+      std::vector<ByteRange> ranges;
+      for (uint64_t i = 0; i < 120; ++i) {
+        ranges.push_back({(i * 7919 * 4096) % (kSize - 5000), 5000});
+      }
+      auto stream = reader->ReadRanges(ranges, delivery);
+      ASSERT_TRUE(stream.ok());
+      auto out = testing::Drain(*stream, ranges);
+      EXPECT_TRUE(out.status.ok()) << out.status.ToString();
+      EXPECT_EQ(out.bad_bytes, 0u);
+      std::vector<size_t> idx = out.indexes;
+      if (delivery == Delivery::kAsCompleted) std::sort(idx.begin(), idx.end());
+      ASSERT_EQ(idx.size(), ranges.size());
+      for (size_t i = 0; i < idx.size(); ++i) EXPECT_EQ(idx[i], i);
+      const Stats st = reader->limiter()->GetStats();
+      EXPECT_LE(st.peak_in_flight, 4u);
+      EXPECT_LE(st.peak_retained_count, 8u);
+      EXPECT_EQ(st.physical_reads, ranges.size());
+      ExpectLimiterDrains(*reader->limiter());
+    }
+  }
+}
+
+TEST(LocalFileOptionsTest, HitThreadsOutOfRangeIsRejected) {
+  LocalFileOptions o;
+  o.hit_threads = 5000;
+  auto source = OpenLocalFile("/dev/null", o);
+  ASSERT_FALSE(source.ok());
+  EXPECT_EQ(source.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(source.status().message(), HasSubstr("hit_threads=5000"));
+  EXPECT_THAT(source.status().message(), HasSubstr("/dev/null"));
+  EXPECT_THAT(source.status().message(), HasSubstr("0..4096"));
 }
 
 }  // namespace

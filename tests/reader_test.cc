@@ -787,6 +787,68 @@ TEST(ReaderTest, FailingReadAsCompletedNamesRange) {
   EXPECT_EQ(gate->reads_started(), 4u) << "work admitted after the error";
 }
 
+// A backend that finishes reads in bursts hands each burst over with one
+// OnReadsDone: every result arrives once with its bytes, in order where
+// asked, the bounds hold, a failure in a burst ends the stream naming its
+// range while the burst's other reads still return their permits, and the
+// stats count every read of the bursts.
+TEST(ReaderTest, BatchedCompletionsDeliverEachResultOnce) {
+  for (Delivery delivery : {Delivery::kOrdered, Delivery::kAsCompleted}) {
+    constexpr uint32_t kC = 8;
+    auto gate = GatedSource::Make("bursty", 1ull << 36);
+    Reader reader = OpenReader(gate, LimitOptions(kC));
+    const auto ranges = SpreadRanges(200, 512);
+    auto stream = reader.ReadRanges(ranges, delivery);
+    ASSERT_TRUE(stream.ok());
+    StreamConsumer consumer(std::move(*stream), ranges);
+    while (!consumer.done()) {
+      if (!gate->WaitFor([](const GatedSource& g) { return g.held() > 0; },
+                         milliseconds(50))) {
+        continue;
+      }
+      // Bursts of up to 5, the oldest first.
+      ASSERT_LE(gate->held(), kC);
+      gate->ReleaseOldestTogether(5);
+    }
+    EXPECT_TRUE(consumer.final_status().ok())
+        << consumer.final_status().ToString();
+    EXPECT_EQ(consumer.bad_bytes(), 0u);
+    if (delivery == Delivery::kOrdered) {
+      EXPECT_EQ(consumer.indexes(), Iota(ranges.size()));
+    } else {
+      ExpectEachIndexOnce(consumer.indexes(), ranges.size());
+    }
+    const Stats st = reader.limiter()->GetStats();
+    EXPECT_EQ(st.peak_in_flight, kC);
+    EXPECT_LE(st.peak_retained_count, 2 * kC);
+    EXPECT_EQ(st.physical_reads, ranges.size());
+    EXPECT_EQ(reader.GetStats().physical_reads, ranges.size());
+    EXPECT_EQ(reader.GetStats().ranges_delivered, ranges.size());
+    ExpectLimiterDrains(*reader.limiter());
+  }
+
+  // A failure inside a burst.
+  auto gate = GatedSource::Make("bursty", 1ull << 36);
+  Reader reader = OpenReader(gate, LimitOptions(4));
+  const auto ranges = SpreadRanges(12, 64);
+  gate->FailOffset(ranges[2].offset, "bad sector");
+  auto stream = reader.ReadRanges(ranges, Delivery::kOrdered);
+  ASSERT_TRUE(stream.ok());
+  StreamConsumer consumer(std::move(*stream), ranges);
+  ASSERT_TRUE(gate->WaitForHeld(4));
+  EXPECT_EQ(gate->ReleaseOldestTogether(4), 4u);
+  ASSERT_TRUE(consumer.WaitForDone());
+  EXPECT_EQ(consumer.final_status().code(), StatusCode::kIoError);
+  EXPECT_THAT(consumer.final_status().message(),
+              HasSubstr(ranges[2].ToString()));
+  EXPECT_THAT(consumer.final_status().message(), HasSubstr("bad sector"));
+  EXPECT_EQ(consumer.indexes(), Iota(2));
+  gate->ReleaseAll();
+  ExpectLimiterDrains(*reader.limiter());
+  EXPECT_EQ(gate->reads_started(), 4u) << "work admitted after the error";
+  EXPECT_EQ(reader.GetStats().read_errors, 1u);
+}
+
 // --- 3 and 6. Cancellation and drop ---------------------------------------
 
 TEST(ReaderTest, DroppingStreamMidwayLeaksNothing) {

@@ -323,6 +323,11 @@ class CachedSource final : public Source {
     return n;
   }
 
+  // The inner source's queued work (page-cache hits) is the cache's too.
+  size_t Assist(size_t max_reads) override {
+    return inner_->Assist(max_reads);
+  }
+
   void Read(ByteRange range, ReadSink* sink, uint64_t tag) override {
     if (range.length == 0) {
       sink->OnReadDone(tag, Slice());

@@ -39,6 +39,13 @@ Result<std::shared_ptr<Source>> OpenLocalFile(const std::string& path,
         "LocalFileOptions.threads=" + std::to_string(options.threads) +
         " for '" + path + "' is invalid: valid 1..4096");
   }
+  if (options.hit_threads && *options.hit_threads > 4096) {
+    return Status::InvalidArgument(
+        "LocalFileOptions.hit_threads=" +
+        std::to_string(*options.hit_threads) + " for '" + path +
+        "' is invalid: valid 0..4096, or unset for one per core beyond the "
+        "caller's");
+  }
   RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<const detail::FileHandle> file,
                            detail::OpenFileHandle(path, options.direct));
   const LocalEngine engine = options.engine == LocalEngine::kAuto

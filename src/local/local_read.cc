@@ -167,39 +167,67 @@ ReadStep Advance(const FileHandle& file, LocalRead& r, int64_t result,
   return ReadStep::kMore;
 }
 
-void Complete(LocalRead& r, Status error) {
+Result<Slice> TakeResult(LocalRead& r, Status error) {
   if (!error.ok()) {
     r.buffer.Reset();
-    r.sink->OnReadDone(r.tag, std::move(error));
-    return;
+    return error;
   }
   if (r.start == r.range.offset && r.want == r.range.length) {
-    r.sink->OnReadDone(r.tag, std::move(r.buffer));
-    return;
+    return std::move(r.buffer);
   }
   Slice bytes = r.buffer.Sub(r.range.offset - r.start, r.range.length);
   r.buffer.Reset();
-  r.sink->OnReadDone(r.tag, std::move(bytes));
+  return bytes;
 }
 
-bool TryReadInline(const FileHandle& file, LocalRead& r) {
+void Complete(LocalRead& r, Status error) {
+  r.sink->OnReadDone(r.tag, TakeResult(r, std::move(error)));
+}
+
+bool TryReadNowait(const FileHandle& file, LocalRead& r, Result<Slice>* out,
+                   int fd) {
   iovec iov{r.next_dst(), r.remaining()};
-  const ssize_t n = ::preadv2(file.fd(), &iov, 1,
+  const ssize_t n = ::preadv2(fd >= 0 ? fd : file.fd(), &iov, 1,
                               static_cast<off_t>(r.next_offset()), RWF_NOWAIT);
   // EOPNOTSUPP/ENOSYS: no RWF_NOWAIT here; let the blocking engine decide.
   if (n < 0 && (errno == EOPNOTSUPP || errno == ENOSYS)) return false;
   Status error;
   switch (Advance(file, r, n < 0 ? -errno : n, "preadv2", &error)) {
     case ReadStep::kDone:
-      Complete(r, Status::OK());
+      *out = TakeResult(r, Status::OK());
       return true;
     case ReadStep::kFailed:
-      Complete(r, std::move(error));
+      *out = TakeResult(r, std::move(error));
       return true;
     case ReadStep::kMore:
       return false;
   }
   return false;
+}
+
+bool TryReadInline(const FileHandle& file, LocalRead& r) {
+  Result<Slice> bytes = Slice();
+  if (!TryReadNowait(file, r, &bytes)) return false;
+  r.sink->OnReadDone(r.tag, std::move(bytes));
+  return true;
+}
+
+}  // namespace rangeio::detail
+
+namespace rangeio::detail {
+
+int ReopenDescription(const FileHandle& file) {
+  const std::string link = "/proc/self/fd/" + std::to_string(file.fd());
+  const int fd = ::open(link.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat a {};
+  struct stat b {};
+  if (::fstat(fd, &a) != 0 || ::fstat(file.fd(), &b) != 0 ||
+      a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 }  // namespace rangeio::detail

@@ -105,6 +105,13 @@ void GatedSource::Read(ByteRange range, ReadSink* sink, uint64_t tag) {
 }
 
 void GatedSource::Complete(State& st, const Pending& p) {
+  Result<Slice> result = Finish(st, p);
+  st.changed.notify_all();
+  p.sink->OnReadDone(p.tag, std::move(result));
+  st.changed.notify_all();
+}
+
+Result<Slice> GatedSource::Finish(State& st, const Pending& p) {
   Result<Slice> result = Status::Internal("unset");
   bool fail;
   std::string cause;
@@ -135,9 +142,7 @@ void GatedSource::Complete(State& st, const Pending& p) {
       st.bytes_returned += p.range.length;
     }
   }
-  st.changed.notify_all();
-  p.sink->OnReadDone(p.tag, std::move(result));
-  st.changed.notify_all();
+  return result;
 }
 
 void GatedSource::CompletionLoop(std::shared_ptr<State> st) {
@@ -193,6 +198,28 @@ size_t GatedSource::ReleaseOldest(size_t n) {
     ++done;
   }
   return done;
+}
+
+size_t GatedSource::ReleaseOldestTogether(size_t n) {
+  std::vector<Pending> taken;
+  {
+    std::lock_guard<std::mutex> lock(st_->mu);
+    while (taken.size() < n && !st_->held.empty()) {
+      taken.push_back(st_->held.front());
+      st_->held.pop_front();
+    }
+  }
+  std::vector<ReadCompletion> done;
+  for (size_t i = 0; i < taken.size(); ++i) {
+    done.push_back({taken[i].tag, Finish(*st_, taken[i])});
+    if (i + 1 == taken.size() || taken[i + 1].sink != taken[i].sink) {
+      st_->changed.notify_all();
+      taken[i].sink->OnReadsDone(done);
+      done.clear();
+    }
+  }
+  st_->changed.notify_all();
+  return taken.size();
 }
 
 bool GatedSource::ReleaseNewest() {

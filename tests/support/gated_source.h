@@ -73,6 +73,9 @@ class GatedSource final : public Source {
 
   // Releases up to `n` held reads, oldest first; returns how many.
   size_t ReleaseOldest(size_t n = 1);
+  // Releases up to `n` held reads, oldest first, completing each run of
+  // reads of one sink with one ReadSink::OnReadsDone; returns how many.
+  size_t ReleaseOldestTogether(size_t n);
   // Releases the newest held read; false when none is held.
   bool ReleaseNewest();
   // Releases the oldest held read starting at `offset`; false when none.
@@ -142,6 +145,8 @@ class GatedSource final : public Source {
 
   // Completes `p` on this thread. Must be called without State::mu held.
   static void Complete(State& st, const Pending& p);
+  // The result of `p` (its bytes or its injected failure), counted.
+  static Result<Slice> Finish(State& st, const Pending& p);
   static void CompletionLoop(std::shared_ptr<State> st);
   // Takes the held read chosen by `pick` (an index into held, or -1).
   bool ReleaseWhere(
