@@ -99,9 +99,6 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
   void Withdraw(PermitClient* c);
 
   // A backend read finished: its I/O permit comes back. Stats record it.
-  void ReadDone(uint64_t latency_ns, uint64_t bytes, bool ok) {
-    ReadsDone(&latency_ns, 1, bytes, ok ? 0 : 1);
-  }
   // `n` backend reads finished together (one lock for all): `bytes` read in
   // all, `errors` of them failed.
   void ReadsDone(const uint64_t* latency_ns, size_t n, uint64_t bytes,
@@ -138,7 +135,7 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
  private:
   void ApplyInlineDoneLocked(PumpFrame& frame);
   std::shared_ptr<LimiterCore> ReleaseResponsesLocked(uint64_t n,
-                                                     uint64_t bytes);
+                                                      uint64_t bytes);
   std::deque<std::shared_ptr<PermitClient>>::iterator NextClientLocked();
   bool Fits(uint64_t cost) const;
   void Pump(std::unique_lock<std::mutex>& lk);

@@ -370,10 +370,9 @@ class StreamState final : public StreamBase,
       const ByteRange range = ranges_[slots_[done[i].tag].index];
       Result<Slice>& bytes = done[i].bytes;
       if (bytes.ok() && bytes->size() != range.length) {
-        bytes = Status::IoError("backend returned " +
-                                std::to_string(bytes->size()) +
-                                " bytes instead of " +
-                                std::to_string(range.length));
+        bytes = Status::IoError(
+            "backend returned " + std::to_string(bytes->size()) +
+            " bytes instead of " + std::to_string(range.length));
       }
       if (bytes.ok()) {
         got += range.length;
@@ -473,6 +472,7 @@ class StreamState final : public StreamBase,
     Slice bytes;                    // a result not yet handed out
     std::unique_ptr<Status> error;  // a failed read's, until delivered
   };
+  static_assert(sizeof(Slot) == 64);
 
   // Ordered delivery: the undelivered admitted reads are a contiguous run of
   // at most budget-count indexes, so index % slots is collision-free. In
@@ -679,8 +679,8 @@ class StreamState final : public StreamBase,
   uint64_t cancelled_ = 0;            // GUARDED_BY(mu_)
   bool finished_ = false;             // GUARDED_BY(mu_)
   bool failed_ = false;               // GUARDED_BY(mu_): a read failed
-  bool paused_ = false;       // GUARDED_BY(mu_): see kInlineBacklog
-  bool inline_pass_ = false;  // GUARDED_BY(mu_): the pass limit is set
+  bool paused_ = false;               // GUARDED_BY(mu_): see kInlineBacklog
+  bool inline_pass_ = false;          // GUARDED_BY(mu_): the pass limit is set
   bool consumer_waiting_ = false;     // GUARDED_BY(mu_)
   int spin_limit_ = kSpins;           // GUARDED_BY(mu_)
   // Bumped (under mu_) by every change the consumer may be waiting for;

@@ -25,9 +25,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <ostream>
 #include <mutex>
 #include <optional>
+#include <ostream>
 #include <random>
 #include <span>
 #include <string>
@@ -833,7 +833,8 @@ TEST_F(LocalHitsTest, HelpersCompleteQueuedHitsInBatches) {
     void OnReadsDone(std::span<ReadCompletion> done) override {
       std::lock_guard lk(mu);
       largest = std::max(largest, done.size());
-      for (ReadCompletion& c : done) got.emplace_back(c.tag, std::move(c.bytes));
+      for (ReadCompletion& c : done)
+        got.emplace_back(c.tag, std::move(c.bytes));
     }
     size_t count() {
       std::lock_guard lk(mu);

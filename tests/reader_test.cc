@@ -610,7 +610,8 @@ TEST(ReaderTest, InlineReadsWaitForTheConsumerAFewAtATime) {
   constexpr uint32_t kBudget = 64;
   Slice buffer = testing::PatternBuffer(kSize);
   std::vector<ByteRange> ranges;
-  for (uint64_t i = 0; i < 2000; ++i) ranges.push_back({(i * 509) % (kSize - 100), 100});
+  for (uint64_t i = 0; i < 2000; ++i)
+    ranges.push_back({(i * 509) % (kSize - 100), 100});
   for (Delivery d : {Delivery::kOrdered, Delivery::kAsCompleted}) {
     SCOPED_TRACE(d == Delivery::kOrdered ? "ordered" : "as-completed");
     Reader reader = OpenReader(MakeMemorySource("mem", buffer, false),
@@ -801,7 +802,12 @@ TEST(ReaderTest, BatchedCompletionsDeliverEachResultOnce) {
     auto stream = reader.ReadRanges(ranges, delivery);
     ASSERT_TRUE(stream.ok());
     StreamConsumer consumer(std::move(*stream), ranges);
+    const auto deadline =
+        std::chrono::steady_clock::now() + milliseconds(10'000);
     while (!consumer.done()) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+          << "stream stuck with " << gate->held() << " reads held, "
+          << consumer.count() << " delivered";
       if (!gate->WaitFor([](const GatedSource& g) { return g.held() > 0; },
                          milliseconds(50))) {
         continue;

@@ -168,14 +168,13 @@ struct LocalFileOptions {
   bool try_inline = true;
   // The pread pool's helper threads that share page-cache hits with the
   // caller's thread (with try_inline, buffered): while reads keep hitting
-  // the cache, each is
-  // queued instead of read inline, and the helpers and any consumer that
-  // would otherwise wait for a result (Source::Assist) take them a batch at
-  // a time; when most of a batch misses, reads go back to the inline attempt
-  // first. Unset: one per core beyond the caller's, at most `threads`
-  // (none on one core). 0: every hit inline on the thread that issues it.
-  // Started when a batch waits and none is free; each polls briefly, then
-  // sleeps, when there is nothing to run, and reads through its own open
+  // the cache, each is queued instead of read inline, and the helpers and
+  // any consumer that would otherwise wait for a result (Source::Assist)
+  // take them a batch at a time; when most of a batch misses, reads go back
+  // to the inline attempt first. Unset: one per core beyond the caller's, at
+  // most `threads` (none on one core). 0: every hit inline on the thread that
+  // issues it. Started when a batch waits and none is free; each polls briefly,
+  // then sleeps, when there is nothing to run, and reads through its own open
   // file description of the file (one description's reference count,
   // shared by threads, costs a cache-line transfer per read). The io_uring
   // engine ignores it. Valid 0..4096.
@@ -219,8 +218,9 @@ struct LocalFileOptions {
 //   page-cache miss, where 64 pool threads spread that work; 1 MiB reads
 //   mixed (ahead in 4 runs of 6);
 // - buffered and in the page cache (bench hot-cache), the pool ahead: the
-//   caller's thread and a helper share the hits (hit_threads), 56-62 ms
-//   for 51,200 reads against 161-204 ms through the ring thread.
+//   caller's thread and a helper share the hits (hit_threads), 55.9-57.3
+//   ms for 51,200 reads against 163-177 ms through the ring thread (medians
+//   of three runs).
 constexpr LocalEngine DefaultLocalEngine(bool direct) {
   return direct ? LocalEngine::kUring : LocalEngine::kPread;
 }

@@ -212,10 +212,6 @@ bool TryReadInline(const FileHandle& file, LocalRead& r) {
   return true;
 }
 
-}  // namespace rangeio::detail
-
-namespace rangeio::detail {
-
 int ReopenDescription(const FileHandle& file) {
   const std::string link = "/proc/self/fd/" + std::to_string(file.fd());
   const int fd = ::open(link.c_str(), O_RDONLY | O_CLOEXEC);

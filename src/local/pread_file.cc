@@ -29,8 +29,9 @@ namespace {
 // Workers hold a shared_ptr to the pool: if a completion callback drops the
 // last reference to the file on a worker, the worker detaches itself
 // instead of joining itself.
+//
 // The pool also runs page-cache hits for PreadFile: reads queued with
-// SubmitHit are tried with preadv2(RWF_NOWAIT) by up to max_hit_threads
+// SubmitHits are tried with preadv2(RWF_NOWAIT) by up to max_hit_threads
 // helper threads, a batch at a time, and by consumers that would otherwise
 // wait (RunHits through Source::Assist); a miss goes on to the blocking
 // workers. Each batch's completions reach their sink in one OnReadsDone.
@@ -198,9 +199,9 @@ class PreadPool : public std::enable_shared_from_this<PreadPool> {
         // a read never waits for it.
         ++hit_polling_;
         lk.unlock();
-        for (int i = 0; queued_.load(std::memory_order_relaxed) == 0 &&
-                        !hit_stop_seen_.load(std::memory_order_relaxed) &&
-                        i < kPolls;
+        for (int i = 0;
+             queued_.load(std::memory_order_relaxed) == 0 &&
+             !hit_stop_seen_.load(std::memory_order_relaxed) && i < kPolls;
              ++i) {
           std::this_thread::yield();
         }
@@ -319,7 +320,7 @@ class PreadFile final : public Source {
   // locks bounced between the cores on every read). In batches, with the
   // consumer reading too, `rangeio bench hot-cache` (51,200 cached 4 KiB
   // reads at C = 64) went from 92-106 ms inline on the consumer's thread to
-  // 56-62 ms (README "Measured figures").
+  // 55.9-57.3 ms (medians of three runs; README "Measured figures").
   void Read(ByteRange range, ReadSink* sink, uint64_t tag) override {
     if (range.length == 0) {
       sink->OnReadDone(tag, Slice());
@@ -353,10 +354,8 @@ class PreadFile final : public Source {
     pool_->SubmitHits(reads, sink);
   }
 
-  size_t Assist(size_t max_reads) override {
-    if (!try_inline_ || pool_->max_hit_threads() == 0) return 0;
-    return pool_->RunHits(max_reads);
-  }
+  // Only QueueHits() queues hits: otherwise there are none to run.
+  size_t Assist(size_t max_reads) override { return pool_->RunHits(max_reads); }
 
   // Whether reads go to the hit queue (see LocalFileOptions::hit_threads)
   // rather than inline first.
@@ -392,9 +391,9 @@ std::shared_ptr<Source> MakePreadFile(std::shared_ptr<const FileHandle> file,
                                       const LocalFileOptions& options,
                                       std::string why) {
   const uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const uint32_t hit_threads =
-      options.hit_threads ? *options.hit_threads
-                          : std::min(options.threads, cores - 1);
+  const uint32_t hit_threads = options.hit_threads
+                                   ? *options.hit_threads
+                                   : std::min(options.threads, cores - 1);
   auto pool = std::make_shared<PreadPool>(std::move(file), options.threads,
                                           hit_threads);
   return std::make_shared<PreadFile>(std::move(pool), options.try_inline,
