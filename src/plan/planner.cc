@@ -42,8 +42,8 @@ struct Entry {
 
 // Sorts by offset. Above a few thousand entries, a least-significant-digit
 // radix sort (one byte per pass, skipping a byte that all offsets share, as
-// the high bytes of offsets into one file do) is O(n) per pass and takes
-// 100,000 random offsets in ~2 ms where std::sort takes ~7 ms.
+// the high bytes of offsets into one file do) is O(n) per pass, a few times
+// faster than std::sort on 100,000 random offsets.
 void SortByOffset(std::vector<Entry>& entries) {
   auto by_offset = [](const Entry& a, const Entry& b) {
     return a.offset < b.offset;
