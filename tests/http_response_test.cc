@@ -90,19 +90,19 @@ TEST(ResponseHeadersTest, AStatusLineForgetsTheAnswerBeforeARedirect) {
 TEST(ResponseHeadersTest, IgnoresAnUnparsableContentLength) {
   EXPECT_EQ(Answer(200, {"Content-Length: -1\r\n"}).content_length, -1);
   EXPECT_EQ(Answer(200, {"Content-Length: 12abc\r\n"}).content_length, -1);
-  EXPECT_EQ(Answer(200, {"Content-Length: 9223372036854775808\r\n"})
-                .content_length,
-            -1);
-  EXPECT_EQ(Answer(200, {"Content-Length: 9223372036854775807\r\n"})
-                .content_length,
-            INT64_MAX);
+  EXPECT_EQ(
+      Answer(200, {"Content-Length: 9223372036854775808\r\n"}).content_length,
+      -1);
+  EXPECT_EQ(
+      Answer(200, {"Content-Length: 9223372036854775807\r\n"}).content_length,
+      INT64_MAX);
 }
 
 TEST(CheckDataHeadersTest, ExactPartialContentGivesTheTotal) {
   auto size = CheckDataHeaders(
       kWhat, {10, 10},
-      Answer(206, {"Content-Range: bytes 10-19/100\r\n",
-                   "Content-Length: 10\r\n"}));
+      Answer(206,
+             {"Content-Range: bytes 10-19/100\r\n", "Content-Length: 10\r\n"}));
   ASSERT_TRUE(size.ok()) << size.status().ToString();
   EXPECT_EQ(*size, 100u);
 
@@ -130,8 +130,8 @@ TEST(CheckDataHeadersTest, MissingOrWrongContentRangeIsAnError) {
 TEST(CheckDataHeadersTest, ContentLengthMustMatchTheRange) {
   auto size = CheckDataHeaders(
       kWhat, {10, 10},
-      Answer(206, {"Content-Range: bytes 10-19/100\r\n",
-                   "Content-Length: 11\r\n"}));
+      Answer(206,
+             {"Content-Range: bytes 10-19/100\r\n", "Content-Length: 11\r\n"}));
   ASSERT_FALSE(size.ok());
   EXPECT_THAT(size.status().message(), HasSubstr("Content-Length 11"));
 }
@@ -198,8 +198,8 @@ TEST(ErrorAnswerTest, ARedirectNotFollowedIsAFinalError) {
 }
 
 TEST(ErrorAnswerTest, RangeNotSatisfiableTellsTheSize) {
-  Attempt a =
-      ErrorAnswer(kWhat, Answer(416, {"Content-Range: bytes */7\r\n"}), {}, kNow);
+  Attempt a = ErrorAnswer(kWhat, Answer(416, {"Content-Range: bytes */7\r\n"}),
+                          {}, kNow);
   EXPECT_EQ(a.status.code(), StatusCode::kOutOfRange);
   EXPECT_EQ(a.status.message(),
             "GET http://host/o: HTTP 416 Range Not Satisfiable (the object "
@@ -254,9 +254,9 @@ TEST(TransportErrorTest, ConnectionFailuresAndTimeoutsAreRetried) {
     EXPECT_EQ(RetryCauseOf(rc), RetryCause::kConnection) << rc;
   }
   EXPECT_EQ(RetryCauseOf(CURLE_OPERATION_TIMEDOUT), RetryCause::kTimeout);
-  for (CURLcode rc : {CURLE_OK, CURLE_SSL_CONNECT_ERROR,
-                      CURLE_PEER_FAILED_VERIFICATION, CURLE_WRITE_ERROR,
-                      CURLE_URL_MALFORMAT, CURLE_TOO_MANY_REDIRECTS}) {
+  for (CURLcode rc :
+       {CURLE_OK, CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION,
+        CURLE_WRITE_ERROR, CURLE_URL_MALFORMAT, CURLE_TOO_MANY_REDIRECTS}) {
     EXPECT_EQ(RetryCauseOf(rc), RetryCause::kNone) << rc;
   }
 }
@@ -317,17 +317,16 @@ TEST(JudgeAnswerTest, NoBodyAtAllHasItsHeadersCheckedHere) {
 }
 
 TEST(JudgeAnswerTest, SizeProbeOfAnEmptyObjectSucceeds) {
-  for (const Response& r :
-       {Answer(416, {"Content-Range: bytes */0\r\n"}),
-        Answer(200, {"Content-Length: 0\r\n"})}) {
+  for (const Response& r : {Answer(416, {"Content-Range: bytes */0\r\n"}),
+                            Answer(200, {"Content-Length: 0\r\n"})}) {
     Attempt a = JudgeAnswer(kWhat, {0, 1}, true, r, nullptr, kNow);
     EXPECT_TRUE(a.status.ok()) << r.status << ": " << a.status.ToString();
     EXPECT_EQ(a.object_size, 0u);
   }
   // The same answers to a read are errors.
-  Attempt a = JudgeAnswer(kWhat, {0, 1}, false,
-                          Answer(416, {"Content-Range: bytes */0\r\n"}),
-                          nullptr, kNow);
+  Attempt a =
+      JudgeAnswer(kWhat, {0, 1}, false,
+                  Answer(416, {"Content-Range: bytes */0\r\n"}), nullptr, kNow);
   EXPECT_EQ(a.status.code(), StatusCode::kOutOfRange);
   a = JudgeAnswer(kWhat, {0, 1}, false, Answer(200, {"Content-Length: 0\r\n"}),
                   nullptr, kNow);
@@ -368,7 +367,8 @@ TEST(JudgeAnswerTest, NoDialectLeavesTheStatusMapping) {
   r.error_body = "<Error><Code>NoSuchKey</Code></Error>";
   Attempt a = JudgeAnswer(kWhat, {0, 10}, false, r, nullptr, kNow);
   EXPECT_EQ(a.status.code(), StatusCode::kIoError);
-  EXPECT_EQ(a.status.message(), "GET http://host/o: HTTP 503 Service Unavailable");
+  EXPECT_EQ(a.status.message(),
+            "GET http://host/o: HTTP 503 Service Unavailable");
   EXPECT_EQ(a.cause, RetryCause::kThrottled);
 }
 

@@ -244,9 +244,9 @@ TEST(S3DialectTest, ErrorCodesOverrideTheHttpStatusWhereTheyMeanMore) {
   EXPECT_EQ(StatusCodeOfS3Error("NoSuchKey"), StatusCode::kNotFound);
   EXPECT_EQ(StatusCodeOfS3Error("NoSuchBucket"), StatusCode::kNotFound);
   EXPECT_EQ(RetryCauseOfS3Error("SlowDown"), RetryCause::kThrottled);
-  for (const char* code : {"", "AccessDenied", "InvalidAccessKeyId",
-                           "SignatureDoesNotMatch", "InternalError",
-                           "InvalidRange", "nosuchkey"}) {
+  for (const char* code :
+       {"", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch",
+        "InternalError", "InvalidRange", "nosuchkey"}) {
     EXPECT_FALSE(StatusCodeOfS3Error(code).has_value()) << code;
     EXPECT_FALSE(RetryCauseOfS3Error(code).has_value()) << code;
   }
@@ -262,8 +262,9 @@ TEST(S3DialectTest, ErrorAnswersNameTheCodeAndMapIt) {
     r.error_body = std::move(body);
     return JudgeAnswer(what, {0, 10}, false, r, &anonymous, 0);
   };
-  Attempt a = judge(404, "<Error><Code>NoSuchKey</Code><Message>The specified "
-                         "key does not exist.</Message></Error>");
+  Attempt a = judge(404,
+                    "<Error><Code>NoSuchKey</Code><Message>The specified "
+                    "key does not exist.</Message></Error>");
   EXPECT_EQ(a.status.code(), StatusCode::kNotFound);
   EXPECT_EQ(a.status.message(),
             "GET http://s3/b/k (bucket 'b', key 'k'): HTTP 404 Not Found, S3 "
@@ -274,8 +275,9 @@ TEST(S3DialectTest, ErrorAnswersNameTheCodeAndMapIt) {
   EXPECT_EQ(judge(403, "<Error><Code>NoSuchKey</Code></Error>").status.code(),
             StatusCode::kNotFound);
 
-  a = judge(403, "<Error><Code>AccessDenied</Code><Message>Access "
-                 "Denied</Message></Error>");
+  a = judge(403,
+            "<Error><Code>AccessDenied</Code><Message>Access "
+            "Denied</Message></Error>");
   EXPECT_EQ(a.status.code(), StatusCode::kPermissionDenied);
   EXPECT_THAT(a.status.message(),
               HasSubstr("HTTP 403 Forbidden, S3 error AccessDenied: Access "
@@ -291,8 +293,9 @@ TEST(S3DialectTest, ErrorAnswersNameTheCodeAndMapIt) {
   EXPECT_EQ(judge(500, "<Error><Code>InternalError</Code></Error>").cause,
             RetryCause::k5xx);
 
-  a = judge(416, "<Error><Code>InvalidRange</Code><ActualObjectSize>3"
-                 "</ActualObjectSize></Error>");
+  a = judge(416,
+            "<Error><Code>InvalidRange</Code><ActualObjectSize>3"
+            "</ActualObjectSize></Error>");
   EXPECT_EQ(a.status.code(), StatusCode::kOutOfRange);
   EXPECT_THAT(a.status.message(),
               HasSubstr("S3 error InvalidRange (the object has 3 bytes)"));

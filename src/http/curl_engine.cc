@@ -12,9 +12,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <queue>
 #include <random>
 #include <set>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -419,55 +421,51 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     Complete(t, Status(last.code(), std::move(msg)));
   }
 
-  // Attempts past their first-byte, stall or overall deadline.
+  // Why the current attempt of `t` has timed out at `now`; nullopt if not.
+  static std::optional<std::string> TimedOut(const Transfer& t, uint64_t now) {
+    const HttpOptions& o = t.target->options;
+    if (now >= t.deadline_ns) {
+      // A timeout like the others: AttemptEnded sees the deadline passed
+      // and fails the read with the error of the attempt before, which
+      // says why it was still retrying.
+      return "no complete answer within the deadline of " +
+             std::to_string(o.deadline.count()) + " ms";
+    }
+    if (!t.got_first_byte) {
+      curl_off_t sent_us = 0;  // 0 until the request has gone out
+      curl_easy_getinfo(t.easy, CURLINFO_PRETRANSFER_TIME_T, &sent_us);
+      const uint64_t sent = t.attempt_start_ns + sent_us * 1000;
+      if (sent_us > 0 && now > sent &&
+          now - sent > ToNanos(o.first_byte_timeout)) {
+        return "no answer within the " +
+               std::to_string(o.first_byte_timeout.count()) +
+               " ms first-byte timeout";
+      }
+      return std::nullopt;
+    }
+    if (now > t.last_progress_ns &&
+        now - t.last_progress_ns > ToNanos(o.stall_timeout)) {
+      return "the body stalled for " + std::to_string(o.stall_timeout.count()) +
+             " ms after " + std::to_string(t.response.received) + " of " +
+             std::to_string(t.range.length) + " bytes";
+    }
+    return std::nullopt;
+  }
+
+  // Ends the attempts past their first-byte, stall or overall deadline.
   void Watchdog(uint64_t now) {
-    std::vector<std::pair<Transfer*, Attempt>> expired;
+    std::vector<std::pair<Transfer*, std::string>> expired;
     for (const auto& owned : active_) {
-      Transfer* t = owned.get();
-      if (t->waiting) continue;
-      const HttpOptions& o = t->target->options;
-      if (now >= t->deadline_ns) {
-        // A timeout like the others: AttemptEnded sees the deadline passed
-        // and fails the read with the error of the attempt before, which
-        // says why it was still retrying.
-        expired.push_back(
-            {t,
-             {Status::IoError(t->What() +
-                              ": no complete answer within the "
-                              "deadline of " +
-                              std::to_string(o.deadline.count()) + " ms"),
-              RetryCause::kTimeout, 0, {}}});
-        continue;
-      }
-      if (!t->got_first_byte) {
-        curl_off_t sent_us = 0;  // 0 until the request has gone out
-        curl_easy_getinfo(t->easy, CURLINFO_PRETRANSFER_TIME_T, &sent_us);
-        const uint64_t sent = t->attempt_start_ns + sent_us * 1000;
-        if (sent_us > 0 && now > sent &&
-            now - sent > ToNanos(o.first_byte_timeout)) {
-          expired.push_back(
-              {t,
-               {Status::IoError(t->What() + ": no answer within the " +
-                                std::to_string(o.first_byte_timeout.count()) +
-                                " ms first-byte timeout"),
-                RetryCause::kTimeout, 0, {}}});
-        }
-        continue;
-      }
-      if (now > t->last_progress_ns &&
-          now - t->last_progress_ns > ToNanos(o.stall_timeout)) {
-        expired.push_back(
-            {t,
-             {Status::IoError(t->What() + ": the body stalled for " +
-                              std::to_string(o.stall_timeout.count()) +
-                              " ms after " + std::to_string(t->response.received) +
-                              " of " + std::to_string(t->range.length) +
-                              " bytes"),
-              RetryCause::kTimeout, 0, {}}});
+      if (owned->waiting) continue;
+      if (auto why = TimedOut(*owned, now)) {
+        expired.emplace_back(owned.get(), std::move(*why));
       }
     }
-    for (auto& [t, a] : expired) {
+    for (auto& [t, why] : expired) {
       curl_multi_remove_handle(multi_, t->easy);
+      Attempt a;
+      a.status = Status::IoError(t->What() + ": " + why);
+      a.cause = RetryCause::kTimeout;
       AttemptEnded(t, std::move(a), now);
     }
   }

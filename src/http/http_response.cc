@@ -265,8 +265,8 @@ Attempt ErrorAnswer(std::string_view what, const Response& r,
     }
   }
   Attempt a;
-  a.status = Status(detail.code.value_or(StatusCodeOfHttp(r.status)),
-                    std::move(msg));
+  a.status =
+      Status(detail.code.value_or(StatusCodeOfHttp(r.status)), std::move(msg));
   a.cause = detail.cause.value_or(RetryCauseOfHttp(r.status));
   if (a.cause != RetryCause::kNone && !r.retry_after.empty()) {
     a.retry_after_ns = RetryAfterNanos(r.retry_after, now);

@@ -87,9 +87,9 @@ struct Response {
 
 // What an error body says beyond the HTTP status (see HttpDialect).
 struct ErrorDetail {
-  std::string text;                  // appended to the message
-  std::optional<StatusCode> code;    // overrides StatusCodeOfHttp
-  std::optional<RetryCause> cause;   // overrides RetryCauseOfHttp
+  std::string text;                     // appended to the message
+  std::optional<StatusCode> code;       // overrides StatusCodeOfHttp
+  std::optional<RetryCause> cause;      // overrides RetryCauseOfHttp
   std::optional<uint64_t> object_size;  // the size a 416 body states
 };
 

@@ -107,8 +107,8 @@ Status ConfigureTransfer(Transfer& t) {
   CURL* e = t.easy;
   const HttpTarget& g = *t.target;
   const HttpOptions& o = g.options;
-  const std::string range = std::to_string(t.range.offset) + "-" +
-                            std::to_string(t.range.end() - 1);
+  const std::string range =
+      std::to_string(t.range.offset) + "-" + std::to_string(t.range.end() - 1);
   CURLcode rc = CURLE_OK;
   const auto set = [&](CURLoption opt, auto value) {
     if (rc == CURLE_OK) rc = curl_easy_setopt(e, opt, value);

@@ -57,8 +57,8 @@ Result<std::shared_ptr<Source>> OpenS3Source(const std::string& s3_url,
   const bool vhost =
       detail::UseVirtualHosted(options.addressing, *endpoint, loc.bucket);
   target->url = detail::S3ObjectUrl(*endpoint, loc, vhost);
-  target->what = "GET " + target->url + " (bucket '" + loc.bucket +
-                 "', key '" + loc.key + "')";
+  target->what = "GET " + target->url + " (bucket '" + loc.bucket + "', key '" +
+                 loc.key + "')";
   target->name = "s3://" + loc.bucket + "/" + loc.key;
   target->options = options.http;
   if (options.http.size_hint) target->size = *options.http.size_hint;
