@@ -1,7 +1,8 @@
 // The S3 rules that need no server: s3:// URLs, key encoding, endpoints and
 // addressing, credential, region and endpoint resolution, the XML error
-// body; and option checks of the HTTP/S3 sources.
-#include "http/s3.h"
+// body and what its codes mean to the transport; and option checks of the
+// HTTP/S3 sources.
+#include "s3/s3.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "rangeio/rangeio.h"
+#include "s3/s3_dialect.h"
 
 namespace rangeio::detail {
 namespace {
@@ -236,6 +238,82 @@ TEST(S3ErrorBodyTest, ExtractsCodeMessageAndSizeTolerantly) {
   EXPECT_EQ(r.actual_object_size, "0");
   EXPECT_EQ(ParseS3ErrorBody("not xml").code, "");
   EXPECT_EQ(ParseS3ErrorBody("<Code>unterminated").code, "");
+}
+
+TEST(S3DialectTest, ErrorCodesOverrideTheHttpStatusWhereTheyMeanMore) {
+  EXPECT_EQ(StatusCodeOfS3Error("NoSuchKey"), StatusCode::kNotFound);
+  EXPECT_EQ(StatusCodeOfS3Error("NoSuchBucket"), StatusCode::kNotFound);
+  EXPECT_EQ(RetryCauseOfS3Error("SlowDown"), RetryCause::kThrottled);
+  for (const char* code :
+       {"", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch",
+        "InternalError", "InvalidRange", "nosuchkey"}) {
+    EXPECT_FALSE(StatusCodeOfS3Error(code).has_value()) << code;
+    EXPECT_FALSE(RetryCauseOfS3Error(code).has_value()) << code;
+  }
+}
+
+TEST(S3DialectTest, ErrorAnswersNameTheCodeAndMapIt) {
+  S3Dialect anonymous("us-east-1", nullptr);
+  ASSERT_TRUE(anonymous.Init().ok());
+  const std::string_view what = "GET http://s3/b/k (bucket 'b', key 'k')";
+  auto judge = [&](long status, std::string body) {
+    Response r;
+    r.status = status;
+    r.error_body = std::move(body);
+    return JudgeAnswer(what, {0, 10}, false, r, &anonymous, 0);
+  };
+  Attempt a = judge(404,
+                    "<Error><Code>NoSuchKey</Code><Message>The specified "
+                    "key does not exist.</Message></Error>");
+  EXPECT_EQ(a.status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(a.status.message(),
+            "GET http://s3/b/k (bucket 'b', key 'k'): HTTP 404 Not Found, S3 "
+            "error NoSuchKey: The specified key does not exist.");
+  EXPECT_EQ(a.cause, RetryCause::kNone);
+
+  // A store that answers a missing key with 403 still says NotFound.
+  EXPECT_EQ(judge(403, "<Error><Code>NoSuchKey</Code></Error>").status.code(),
+            StatusCode::kNotFound);
+
+  a = judge(403,
+            "<Error><Code>AccessDenied</Code><Message>Access "
+            "Denied</Message></Error>");
+  EXPECT_EQ(a.status.code(), StatusCode::kPermissionDenied);
+  EXPECT_THAT(a.status.message(),
+              HasSubstr("HTTP 403 Forbidden, S3 error AccessDenied: Access "
+                        "Denied"));
+  EXPECT_EQ(a.cause, RetryCause::kNone);
+
+  a = judge(503, "<Error><Code>SlowDown</Code></Error>");
+  EXPECT_EQ(a.status.code(), StatusCode::kIoError);
+  EXPECT_EQ(a.cause, RetryCause::kThrottled);
+  // SlowDown is a throttle whatever status carries it.
+  EXPECT_EQ(judge(400, "<Error><Code>SlowDown</Code></Error>").cause,
+            RetryCause::kThrottled);
+  EXPECT_EQ(judge(500, "<Error><Code>InternalError</Code></Error>").cause,
+            RetryCause::k5xx);
+
+  a = judge(416,
+            "<Error><Code>InvalidRange</Code><ActualObjectSize>3"
+            "</ActualObjectSize></Error>");
+  EXPECT_EQ(a.status.code(), StatusCode::kOutOfRange);
+  EXPECT_THAT(a.status.message(),
+              HasSubstr("S3 error InvalidRange (the object has 3 bytes)"));
+  EXPECT_EQ(judge(502, "not xml").status.message(),
+            std::string(what) + ": HTTP 502 Bad Gateway");
+}
+
+TEST(S3DialectTest, AnEmptyObjectsSizeProbeSucceedsOnInvalidRange) {
+  S3Dialect anonymous("us-east-1", nullptr);
+  ASSERT_TRUE(anonymous.Init().ok());
+  Response r;
+  r.status = 416;
+  r.error_body =
+      "<Error><Code>InvalidRange</Code><ActualObjectSize>0</ActualObjectSize>"
+      "</Error>";
+  Attempt a = JudgeAnswer("GET x", {0, 1}, true, r, &anonymous, 0);
+  EXPECT_TRUE(a.status.ok()) << a.status.ToString();
+  EXPECT_EQ(a.object_size, 0u);
 }
 
 TEST(HttpOptionsTest, InvalidValuesNameTheField) {

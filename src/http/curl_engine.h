@@ -1,7 +1,7 @@
 // curl_engine.h (internal) — the event loop behind every HTTP and S3 source.
 //
 // One process-wide thread drives one libcurl multi handle. A source
-// describes its object once (HttpTarget: URL, headers, signing, options) and
+// describes its object once (HttpTarget: URL, options, dialect) and
 // submits range GETs; the loop adds them to the multi handle, writes each
 // body straight into the read's buffer, checks the answer (206 with the
 // exact Content-Range), retries what is worth retrying after a backoff, and
@@ -17,17 +17,17 @@
 // Thread-safety: CurlEngine's public methods may be called from any thread,
 // the loop thread included (a completion callback may submit the next read).
 // HttpTarget is immutable once made, except its size cache and stats, which
-// are thread-safe.
+// are thread-safe. The engine knows no protocol above HTTP: a target's
+// HttpDialect signs its requests and reads its error bodies.
 #pragma once
-
-#include <curl/curl.h>
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "http/http_dialect.h"
+#include "mutex.h"
 #include "rangeio/byte_range.h"
 #include "rangeio/http.h"
 #include "rangeio/slice.h"
@@ -37,25 +37,22 @@ namespace rangeio::detail {
 
 class EngineCore;
 
-// What makes a failed attempt worth another one.
-enum class RetryCause { kNone, k5xx, kThrottled, kConnection, kTimeout };
-
 // Thread-safe HttpStats.
 class HttpStatsRecorder {
  public:
-  HttpStats Snapshot() const {
-    std::lock_guard lk(mu_);
+  HttpStats Snapshot() const EXCLUDES(mu_) {
+    MutexLock lk(mu_);
     return s_;
   }
   template <typename F>
-  void Update(F f) {
-    std::lock_guard lk(mu_);
+  void Update(F f) EXCLUDES(mu_) {
+    MutexLock lk(mu_);
     f(s_);
   }
 
  private:
-  mutable std::mutex mu_;
-  HttpStats s_;
+  mutable Mutex mu_;
+  HttpStats s_ GUARDED_BY(mu_);
 };
 
 // One object as the engine reads it. Made by a source at open, shared with
@@ -64,32 +61,23 @@ struct HttpTarget {
   HttpTarget() = default;
   HttpTarget(const HttpTarget&) = delete;
   HttpTarget& operator=(const HttpTarget&) = delete;
-  ~HttpTarget() { curl_slist_free_all(headers); }
 
   std::string url;   // what is sent (percent-encoded; may hold user:password)
   std::string name;  // what Source::name() returns: no secret
-  std::string shown_url;  // `url` as errors show it: no user:password
+  // Names the request in errors: "GET <url without user:password>", and
+  // whatever the opener adds (S3: the bucket and key).
+  std::string what;
   HttpOptions options;
-  bool follow_redirects = true;  // off for S3 (a redirect breaks signing)
-  bool path_as_is = false;       // on for S3: keys may hold "./" or "../"
-
-  // S3 only.
-  bool s3 = false;
-  std::string bucket;
-  std::string key;
-  std::string sigv4;  // CURLOPT_AWS_SIGV4 ("aws:amz:REGION:s3"); empty: none
-  std::string access_key_id;
-  std::string secret_access_key;
-  curl_slist* headers = nullptr;  // owned; x-amz-content-sha256, token
+  bool follow_redirects = true;  // off when a redirect would break signing
+  bool path_as_is = false;       // on when paths may hold "./" or "../"
+  // Signing and error bodies of the protocol above HTTP; null: plain HTTP.
+  std::unique_ptr<const HttpDialect> dialect;
 
   // The object's size: size_hint, or the total of the first Content-Range.
   static constexpr uint64_t kUnknownSize = UINT64_MAX;
   std::atomic<uint64_t> size{kUnknownSize};
 
   HttpStatsRecorder stats;
-
-  // " (bucket 'b', key 'k')" for S3, "" otherwise: errors name both.
-  std::string S3Context() const;
 };
 
 // A handle on the shared loop. Sources hold one; the loop stops when the

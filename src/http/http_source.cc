@@ -1,22 +1,15 @@
-// HTTP(S) and S3 sources: option checks, URL and credential resolution at
-// open, Size() discovery, and reads handed to the shared curl event loop.
-#include <condition_variable>
-#include <mutex>
+// http_source.cc — the Source over an HttpTarget (HTTP(S), and S3 through
+// its dialect): option checks, URL redaction at open, Size() discovery, and
+// reads handed to the shared curl event loop. Thread-safety: as Source.
+#include "http/http_source.h"
+
 #include <string>
 
-#include "http/curl_engine.h"
-#include "http/s3.h"
+#include "mutex.h"
 #include "rangeio/http.h"
 
 namespace rangeio {
 namespace {
-
-// SHA-256 of the empty string: the payload hash of a GET. libcurl >= 7.87
-// computes the same for a GET signed for service "s3"; sending it ourselves
-// gives the same signed request on every libcurl version, and every
-// S3-compatible store accepts it (some reject UNSIGNED-PAYLOAD over http).
-constexpr char kEmptyPayloadSha256[] =
-    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 Status CheckMillis(const char* field, std::chrono::milliseconds v,
                    int64_t min_ms, int64_t max_ms) {
@@ -30,23 +23,24 @@ Status CheckMillis(const char* field, std::chrono::milliseconds v,
 // Blocks Size() until its probe completes.
 class ProbeSink final : public ReadSink {
  public:
-  void OnReadDone(uint64_t /*tag*/, Result<Slice> bytes) override {
-    std::lock_guard lk(mu_);
+  void OnReadDone(uint64_t /*tag*/, Result<Slice> bytes) override
+      EXCLUDES(mu_) {
+    detail::MutexLock lk(mu_);
     status_ = bytes.status();
     done_ = true;
-    cv_.notify_all();  // under the lock: the waiter may destroy this next
+    cv_.NotifyAll();  // under the lock: the waiter may destroy this next
   }
-  Status Wait() {
-    std::unique_lock lk(mu_);
-    cv_.wait(lk, [this] { return done_; });
+  Status Wait() EXCLUDES(mu_) {
+    detail::MutexLock lk(mu_);
+    while (!done_) cv_.Wait(lk);
     return status_;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  Status status_;
+  detail::Mutex mu_;
+  detail::CondVar cv_;
+  bool done_ GUARDED_BY(mu_) = false;
+  Status status_ GUARDED_BY(mu_);
 };
 
 class HttpSource final : public Source {
@@ -62,7 +56,7 @@ class HttpSource final : public Source {
 
   const std::string& name() const override { return target_->name; }
 
-  Result<uint64_t> Size() override {
+  Result<uint64_t> Size() override EXCLUDES(probe_mu_) {
     uint64_t size = target_->size.load();
     if (size != detail::HttpTarget::kUnknownSize) return size;
     if (engine_->OnLoopThread()) {
@@ -72,7 +66,7 @@ class HttpSource final : public Source {
           "before it is known; a request now would deadlock: give "
           "HttpOptions.size_hint or call Size() beforehand");
     }
-    std::lock_guard lk(probe_mu_);  // one probe at a time
+    detail::MutexLock lk(probe_mu_);  // one probe at a time
     size = target_->size.load();
     if (size != detail::HttpTarget::kUnknownSize) return size;
     ProbeSink sink;
@@ -107,7 +101,9 @@ class HttpSource final : public Source {
  private:
   const std::shared_ptr<detail::CurlEngine> engine_;
   const std::shared_ptr<detail::HttpTarget> target_;
-  std::mutex probe_mu_;
+  // Held through a probe, so concurrent Size() calls send one; guards no
+  // data (the size itself is an atomic in the target).
+  detail::Mutex probe_mu_;
 };
 
 bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
@@ -148,6 +144,15 @@ Result<std::string> RedactedHttpUrl(const std::string& url) {
 
 }  // namespace
 
+namespace detail {
+
+std::shared_ptr<Source> MakeHttpSource(std::shared_ptr<CurlEngine> engine,
+                                       std::shared_ptr<HttpTarget> target) {
+  return std::make_shared<HttpSource>(std::move(engine), std::move(target));
+}
+
+}  // namespace detail
+
 Status HttpOptions::Validate() const {
   constexpr int64_t kDay = 86'400'000;
   RANGEIO_RETURN_NOT_OK(
@@ -169,17 +174,6 @@ Status HttpOptions::Validate() const {
     return Status::InvalidArgument(
         "HttpOptions.max_connections=" + std::to_string(max_connections) +
         " is invalid: valid 1..4096");
-  }
-  return Status::OK();
-}
-
-Status S3Options::Validate() const {
-  Status st = http.Validate();
-  if (!st.ok()) return st.WithContext("S3Options.http");
-  if (region.find_first_of(": /") != std::string::npos || region.size() > 64) {
-    return Status::InvalidArgument("S3Options.region='" + region +
-                                   "' is invalid: at most 64 characters, "
-                                   "no ':', '/' or space");
   }
   return Status::OK();
 }
@@ -211,72 +205,11 @@ Result<std::shared_ptr<Source>> OpenHttpSource(const std::string& url,
   RANGEIO_ASSIGN_OR_RETURN(std::string name, RedactedHttpUrl(url));
   auto target = std::make_shared<detail::HttpTarget>();
   target->url = url;
-  target->shown_url = name;
+  target->what = "GET " + name;
   target->name = std::move(name);
   target->options = options;
   if (options.size_hint) target->size = *options.size_hint;
-  return std::shared_ptr<Source>(
-      std::make_shared<HttpSource>(std::move(engine), std::move(target)));
-}
-
-Result<std::shared_ptr<Source>> OpenS3Source(const std::string& s3_url,
-                                             const S3Options& options) {
-  RANGEIO_RETURN_NOT_OK(options.Validate());
-  RANGEIO_ASSIGN_OR_RETURN(detail::S3Location loc, detail::ParseS3Url(s3_url));
-  const detail::EnvLookup env = detail::ProcessEnv;
-  const std::string region = detail::ResolveS3Region(options, env);
-  if (region.find_first_of(": /") != std::string::npos || region.size() > 64) {
-    return Status::InvalidArgument("S3 region '" + region + "' for '" + s3_url +
-                                   "' is invalid");
-  }
-  const std::string endpoint_url =
-      detail::ResolveS3EndpointUrl(options, region, env);
-  auto endpoint = detail::ParseS3Endpoint(endpoint_url);
-  if (!endpoint.ok()) return endpoint.status().WithContext(s3_url);
-  auto creds = detail::ResolveS3Credentials(options, env);
-  if (!creds.ok())
-    return creds.status().WithContext("credentials for " + s3_url);
-  if (!creds->has_value() && !options.anonymous) {
-    return Status::PermissionDenied(
-        "no AWS credentials for '" + s3_url +
-        "': set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile in the "
-        "shared credentials file, or S3Options.anonymous for a public bucket");
-  }
-  RANGEIO_ASSIGN_OR_RETURN(auto engine, detail::CurlEngine::Shared());
-
-  auto target = std::make_shared<detail::HttpTarget>();
-  const bool vhost =
-      detail::UseVirtualHosted(options.addressing, *endpoint, loc.bucket);
-  target->url = detail::S3ObjectUrl(*endpoint, loc, vhost);
-  target->shown_url = target->url;
-  target->name = "s3://" + loc.bucket + "/" + loc.key;
-  target->options = options.http;
-  if (options.http.size_hint) target->size = *options.http.size_hint;
-  target->follow_redirects = false;
-  target->path_as_is = true;
-  target->s3 = true;
-  target->bucket = loc.bucket;
-  target->key = loc.key;
-  if (creds->has_value()) {
-    const detail::S3Credentials& c = **creds;
-    target->sigv4 = "aws:amz:" + region + ":s3";
-    target->access_key_id = c.access_key_id;
-    target->secret_access_key = c.secret_access_key;
-    const std::string sha =
-        std::string("x-amz-content-sha256: ") + kEmptyPayloadSha256;
-    target->headers = curl_slist_append(nullptr, sha.c_str());
-    if (!c.session_token.empty()) {
-      const std::string token = "x-amz-security-token: " + c.session_token;
-      curl_slist* h = curl_slist_append(target->headers, token.c_str());
-      if (h == nullptr) return Status::Internal("curl_slist_append failed");
-      target->headers = h;
-    }
-    if (target->headers == nullptr) {
-      return Status::Internal("curl_slist_append failed");
-    }
-  }
-  return std::shared_ptr<Source>(
-      std::make_shared<HttpSource>(std::move(engine), std::move(target)));
+  return detail::MakeHttpSource(std::move(engine), std::move(target));
 }
 
 Result<HttpStats> GetHttpStats(const Source& source) {

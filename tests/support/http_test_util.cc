@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "http/s3.h"
+#include "s3/s3.h"
 #include "support/collecting_sink.h"
 
 namespace rangeio::testing {

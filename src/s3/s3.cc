@@ -1,4 +1,7 @@
-#include "http/s3.h"
+// s3.cc — the S3 rules that need no network: s3:// URLs, key encoding,
+// endpoints and addressing, credentials, region, and XML error bodies.
+// Stateless; see s3.h.
+#include "s3/s3.h"
 
 #include <cctype>
 #include <cstdlib>

@@ -1,4 +1,4 @@
-// s3.h (internal) — the S3 parts of the HTTP backend that need no network:
+// s3.h (internal) — the S3 parts of the S3 source that need no network:
 // s3:// URL parsing, key encoding, endpoint and request URL construction,
 // credential and region resolution, and the XML error body.
 //

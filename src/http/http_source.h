@@ -1,0 +1,18 @@
+// http_source.h (internal) — the Source over an HttpTarget, for the openers
+// of protocols above HTTP (src/s3/) that fill a target and its dialect.
+// Thread-safety: the source is as Source (any method from any thread).
+#pragma once
+
+#include <memory>
+
+#include "http/curl_engine.h"
+#include "rangeio/source.h"
+
+namespace rangeio::detail {
+
+// A source reading `target` through `engine`; it registers its connection
+// pool size with the engine for its lifetime.
+std::shared_ptr<Source> MakeHttpSource(std::shared_ptr<CurlEngine> engine,
+                                       std::shared_ptr<HttpTarget> target);
+
+}  // namespace rangeio::detail

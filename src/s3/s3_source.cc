@@ -1,0 +1,71 @@
+// s3_source.cc — OpenS3Source: resolves the object's URL, region, endpoint
+// and credentials, and opens an HTTP source whose S3 dialect signs requests
+// and reads S3 error bodies. Thread-safety: stateless; the source is as
+// Source.
+#include <memory>
+#include <string>
+
+#include "http/curl_engine.h"
+#include "http/http_source.h"
+#include "rangeio/http.h"
+#include "s3/s3.h"
+#include "s3/s3_dialect.h"
+
+namespace rangeio {
+
+Status S3Options::Validate() const {
+  Status st = http.Validate();
+  if (!st.ok()) return st.WithContext("S3Options.http");
+  if (region.find_first_of(": /") != std::string::npos || region.size() > 64) {
+    return Status::InvalidArgument("S3Options.region='" + region +
+                                   "' is invalid: at most 64 characters, "
+                                   "no ':', '/' or space");
+  }
+  return Status::OK();
+}
+
+Result<std::shared_ptr<Source>> OpenS3Source(const std::string& s3_url,
+                                             const S3Options& options) {
+  RANGEIO_RETURN_NOT_OK(options.Validate());
+  RANGEIO_ASSIGN_OR_RETURN(detail::S3Location loc, detail::ParseS3Url(s3_url));
+  const detail::EnvLookup env = detail::ProcessEnv;
+  const std::string region = detail::ResolveS3Region(options, env);
+  if (region.find_first_of(": /") != std::string::npos || region.size() > 64) {
+    return Status::InvalidArgument("S3 region '" + region + "' for '" + s3_url +
+                                   "' is invalid");
+  }
+  const std::string endpoint_url =
+      detail::ResolveS3EndpointUrl(options, region, env);
+  auto endpoint = detail::ParseS3Endpoint(endpoint_url);
+  if (!endpoint.ok()) return endpoint.status().WithContext(s3_url);
+  auto creds = detail::ResolveS3Credentials(options, env);
+  if (!creds.ok()) {
+    return creds.status().WithContext("credentials for " + s3_url);
+  }
+  if (!creds->has_value() && !options.anonymous) {
+    return Status::PermissionDenied(
+        "no AWS credentials for '" + s3_url +
+        "': set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile in the "
+        "shared credentials file, or S3Options.anonymous for a public bucket");
+  }
+  RANGEIO_ASSIGN_OR_RETURN(auto engine, detail::CurlEngine::Shared());
+
+  auto dialect = std::make_unique<detail::S3Dialect>(
+      region, creds->has_value() ? &**creds : nullptr);
+  RANGEIO_RETURN_NOT_OK(dialect->Init());
+  auto target = std::make_shared<detail::HttpTarget>();
+  const bool vhost =
+      detail::UseVirtualHosted(options.addressing, *endpoint, loc.bucket);
+  target->url = detail::S3ObjectUrl(*endpoint, loc, vhost);
+  target->what = "GET " + target->url + " (bucket '" + loc.bucket + "', key '" +
+                 loc.key + "')";
+  target->name = "s3://" + loc.bucket + "/" + loc.key;
+  target->options = options.http;
+  if (options.http.size_hint) target->size = *options.http.size_hint;
+  target->follow_redirects = false;  // a redirect would need a new signature
+  target->path_as_is = true;         // keys may hold "./" or "../"
+  target->dialect = std::move(dialect);
+  return detail::MakeHttpSource(std::move(engine), std::move(target));
+}
+
+}  // namespace rangeio
