@@ -119,10 +119,11 @@ class SourceConformanceTest : public ::testing::TestWithParam<SourceBackend> {
   }
 
   // Each range is its own read (no planner), so that the reads are the ones
-  // the test describes.
+  // the test describes; with `default_planner`, the source's own preset.
   static Reader OpenReader(std::shared_ptr<Source> source, Options options,
-                           std::shared_ptr<Limiter> limiter = nullptr) {
-    options.planner = PlannerOptions::None();
+                           std::shared_ptr<Limiter> limiter = nullptr,
+                           bool default_planner = false) {
+    if (!default_planner) options.planner = PlannerOptions::None();
     auto reader = Reader::Open(std::move(source), options, std::move(limiter));
     EXPECT_TRUE(reader.ok()) << reader.status().ToString();
     return std::move(reader).value();
@@ -314,13 +315,15 @@ TEST_P(SourceConformanceTest, ReaderBoundsAndExactlyOnceInBothDeliveries) {
 }
 
 // Two readers of two sources of this backend share one limiter: its bounds
-// hold across both, each consumer on its own thread.
+// hold across both, each consumer on its own thread. The first plans its
+// reads with the source's default preset (DefaultPlannerOptions), the second
+// reads each range as asked.
 TEST_P(SourceConformanceTest, ConcurrentReadersShareALimiter) {
   OPEN_OR_SKIP(a);
   OPEN_OR_SKIP(b);
   auto limiter = Limiter::Make(LimitOptions(3));
   ASSERT_TRUE(limiter.ok());
-  Reader r1 = OpenReader(a.source, {}, *limiter);
+  Reader r1 = OpenReader(a.source, {}, *limiter, /*default_planner=*/true);
   Reader r2 = OpenReader(b.source, {}, *limiter);
   const auto ranges = SpreadRanges(200, 300, 320);
   auto st1 = r1.ReadRanges(ranges, Delivery::kAsCompleted);
