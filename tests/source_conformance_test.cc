@@ -23,6 +23,8 @@
 // request counts and faults (http_test.cc, http_fault_test.cc), latency
 // models (sim_test.cc), cache accounting (block_cache_test.cc).
 // Deterministic: no assertion depends on timing.
+#include "support/source_conformance.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -39,7 +41,6 @@
 #include "rangeio/rangeio.h"
 #include "support/collecting_sink.h"
 #include "support/http_servers.h"
-#include "support/source_conformance.h"
 #include "support/test_util.h"
 
 namespace rangeio {
@@ -163,15 +164,16 @@ TEST_P(SourceConformanceTest, NameAndSize) {
 TEST_P(SourceConformanceTest, SeededRangesReadExactBytes) {
   OPEN_OR_SKIP(o);
   std::vector<ByteRange> ranges = {
-      {0, 1},       {kN - 1, 1},    {0, kN},         {4095, 2},
-      {123456, 65536}, {kN - 4096, 4096}, {511, 513}, {512, 512},
-      {4096, 4096}, {1, kN - 2},    {kN - 13, 13},   {13, 1 << 20},
-      {0, 4096},    {777, 100'000}};
+      {0, 1},          {kN - 1, 1},       {0, kN},       {4095, 2},
+      {123456, 65536}, {kN - 4096, 4096}, {511, 513},    {512, 512},
+      {4096, 4096},    {1, kN - 2},       {kN - 13, 13}, {13, 1 << 20},
+      {0, 4096},       {777, 100'000},    {kN, 0}};
   for (const ByteRange& r : RandomRanges(11, 200, 20'000, false)) {
     ranges.push_back(r);
   }
   CollectingSink sink;
-  for (size_t i = 0; i < ranges.size(); ++i) o.source->Read(ranges[i], &sink, i);
+  for (size_t i = 0; i < ranges.size(); ++i)
+    o.source->Read(ranges[i], &sink, i);
   ASSERT_TRUE(sink.WaitFor(ranges.size(), testing::kHangGuard));
   EXPECT_EQ(sink.duplicates(), 0u);
   for (size_t i = 0; i < ranges.size(); ++i) {
@@ -215,7 +217,8 @@ TEST_P(SourceConformanceTest, ZeroLengthRangesAreEmptySlices) {
   const std::vector<ByteRange> ranges = {
       {0, 0}, {12345, 0}, {kN, 0}, {kN - 1, 1}, {kN / 2, 0}};
   CollectingSink sink;
-  for (size_t i = 0; i < ranges.size(); ++i) o.source->Read(ranges[i], &sink, i);
+  for (size_t i = 0; i < ranges.size(); ++i)
+    o.source->Read(ranges[i], &sink, i);
   ASSERT_TRUE(sink.WaitFor(ranges.size(), testing::kHangGuard));
   for (size_t i = 0; i < ranges.size(); ++i) {
     auto d = sink.Get(i);
@@ -239,12 +242,9 @@ TEST_P(SourceConformanceTest, ZeroLengthRangesAreEmptySlices) {
 TEST_P(SourceConformanceTest, FirstAndLastByteThroughAReader) {
   OPEN_OR_SKIP(o);
   Reader reader = OpenReader(o.source, LimitOptions(4));
-  const std::vector<ByteRange> ranges = {{kN - 1, 1},
-                                         {0, 1},
-                                         {0, kN},
-                                         {kN / 2, kN - kN / 2},
-                                         {kN - 512, 512},
-                                         {kN - 100, 100}};
+  const std::vector<ByteRange> ranges = {{kN - 1, 1},     {0, 1},
+                                         {0, kN},         {kN / 2, kN - kN / 2},
+                                         {kN - 512, 512}, {kN - 100, 100}};
   auto stream = reader.ReadRanges(ranges, Delivery::kOrdered);
   ASSERT_TRUE(stream.ok()) << stream.status().ToString();
   DrainResult out = Drain(*stream, ranges);
@@ -470,7 +470,8 @@ TEST_P(SourceConformanceTest, ReadManyCompletesEachReadOnce) {
   OPEN_OR_SKIP(o);
   constexpr size_t kReads = 64;
   std::vector<ReadRequest> reads;
-  for (size_t i = 0; i < kReads; ++i) reads.push_back({{i * 8192 + 100, 4000}, i});
+  for (size_t i = 0; i < kReads; ++i)
+    reads.push_back({{i * 8192 + 100, 4000}, i});
   CollectingSink sink;
   o.source->ReadMany(reads, &sink);
   EXPECT_LE(o.source->Assist(3), 3u);

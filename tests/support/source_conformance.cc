@@ -82,9 +82,8 @@ SourceBackend Local(std::string id, LocalEngine engine, bool direct,
 }
 
 SourceBackend Server(std::string id, HttpBackend backend) {
-  return {std::move(id), true, [=](const ConformanceEnv& env) {
-            return OpenServer(env, backend);
-          }};
+  return {std::move(id), true,
+          [=](const ConformanceEnv& env) { return OpenServer(env, backend); }};
 }
 
 }  // namespace
