@@ -1,4 +1,5 @@
-// The in-memory Source: inline completion, zero-copy and copying modes.
+// The in-memory Source: inline completion, zero-copy and copying modes
+// (what every Source must do: source_conformance_test.cc).
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -13,14 +14,6 @@ namespace rangeio {
 namespace {
 
 using testing::CollectingSink;
-
-TEST(MemorySourceTest, NameAndSize) {
-  auto s = MakeMemorySource("blob-7", testing::PatternBuffer(1234));
-  EXPECT_EQ(s->name(), "blob-7");
-  auto size = s->Size();
-  ASSERT_TRUE(size.ok());
-  EXPECT_EQ(*size, 1234u);
-}
 
 TEST(MemorySourceTest, ZeroCopyCompletesInlineWithViewsOfTheBuffer) {
   Slice buffer = testing::PatternBuffer(4096);
@@ -48,59 +41,6 @@ TEST(MemorySourceTest, CopyingModeReturnsOwnBuffers) {
   EXPECT_FALSE(p >= buffer.data() && p < buffer.data() + buffer.size())
       << "copying mode returned a view of the source buffer";
   EXPECT_TRUE(testing::MatchesPattern({4000, 96}, done.bytes->span()));
-}
-
-TEST(MemorySourceTest, ZeroLengthAndLastByte) {
-  auto s = MakeMemorySource("mem", testing::PatternBuffer(10));
-  CollectingSink sink;
-  s->Read({10, 0}, &sink, 1);
-  s->Read({9, 1}, &sink, 2);
-  s->Read({0, 10}, &sink, 3);
-  ASSERT_TRUE(sink.WaitFor(3));
-  auto empty = sink.Get(1);
-  ASSERT_TRUE(empty.bytes.ok());
-  EXPECT_TRUE(empty.bytes->empty());
-  EXPECT_TRUE(testing::MatchesPattern({9, 1}, sink.Get(2).bytes->span()));
-  EXPECT_TRUE(testing::MatchesPattern({0, 10}, sink.Get(3).bytes->span()));
-}
-
-TEST(MemorySourceTest, SlicesOutliveTheSource) {
-  Slice result;
-  {
-    auto s = MakeMemorySource("mem", testing::PatternBuffer(512));
-    CollectingSink sink;
-    s->Read({256, 256}, &sink, 1);
-    ASSERT_TRUE(sink.WaitFor(1));
-    result = *sink.Get(1).bytes;
-  }
-  // Source and original buffer handle are gone; the slice keeps the bytes.
-  EXPECT_TRUE(testing::MatchesPattern({256, 256}, result.span()));
-}
-
-TEST(MemorySourceTest, ConcurrentReadsFromManyThreads) {
-  auto s = MakeMemorySource("mem", testing::PatternBuffer(1 << 16));
-  CollectingSink sink;
-  std::vector<std::thread> threads;
-  for (uint64_t t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      for (uint64_t i = 0; i < 250; ++i) {
-        uint64_t tag = t * 1000 + i;
-        s->Read({(tag * 61) % 60000, 64}, &sink, tag);
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  ASSERT_TRUE(sink.WaitFor(1000));
-  EXPECT_EQ(sink.duplicates(), 0u);
-  for (uint64_t t = 0; t < 4; ++t) {
-    for (uint64_t i = 0; i < 250; ++i) {
-      uint64_t tag = t * 1000 + i;
-      auto d = sink.Get(tag);
-      ASSERT_TRUE(d.bytes.ok());
-      EXPECT_TRUE(
-          testing::MatchesPattern({(tag * 61) % 60000, 64}, d.bytes->span()));
-    }
-  }
 }
 
 }  // namespace

@@ -59,13 +59,7 @@ void ExpectEachIndexOnce(std::vector<size_t> idx, size_t n) {
 }
 
 // Waits until the limiter is idle: nothing in flight, nothing retained.
-void ExpectLimiterDrains(const Limiter& l) {
-  EXPECT_TRUE(WaitUntil([&] {
-    Stats s = l.GetStats();
-    return s.in_flight == 0 && s.retained_count == 0 && s.retained_bytes == 0;
-  })) << l.GetStats().ToString();
-  EXPECT_EQ(l.GetStats().waiting_streams, 0u);
-}
+using testing::ExpectLimiterDrains;
 
 // --- 1. In-flight bound --------------------------------------------------
 

@@ -1,5 +1,6 @@
 // The simulated object store: content, latency model validation, and the
-// model's lower bounds and ordering (never an upper bound on speed).
+// model's lower bounds and ordering (never an upper bound on speed). What
+// every Source must do: source_conformance_test.cc.
 #include "rangeio/sim.h"
 
 #include <gmock/gmock.h>
@@ -124,29 +125,6 @@ TEST(LatencyModelTest, ValidateRejectsBadModels) {
   }
 }
 
-TEST(SimulatedSourceTest, NameSizeAndBytes) {
-  auto src =
-      MakeSim(1 << 20, LatencyModel::Fixed(microseconds(100)), "sim://b/k");
-  ASSERT_NE(src, nullptr);
-  EXPECT_EQ(src->name(), "sim://b/k");
-  EXPECT_EQ(*src->Size(), uint64_t{1} << 20);
-  const std::vector<ByteRange> ranges = {
-      {0, 4096}, {(1 << 20) - 1, 1}, {12345, 0}, {777, 100'000}};
-  CollectingSink sink;
-  for (size_t i = 0; i < ranges.size(); ++i) src->Read(ranges[i], &sink, i);
-  ASSERT_TRUE(sink.WaitFor(ranges.size()));
-  EXPECT_EQ(sink.duplicates(), 0u);
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    auto d = sink.Get(i);
-    ASSERT_TRUE(d.bytes.ok()) << d.bytes.status().ToString();
-    ASSERT_EQ(d.bytes->size(), ranges[i].length);
-    for (uint64_t j = 0; j < ranges[i].length; ++j) {
-      ASSERT_EQ(d.bytes->data()[j], SimulatedByteAt(ranges[i].offset + j))
-          << ranges[i].ToString() << " byte " << j;
-    }
-  }
-}
-
 // A read never completes before its modelled latency (a lower bound only).
 TEST(SimulatedSourceTest, FixedLatencyIsALowerBound) {
   auto src = MakeSim(4096, LatencyModel::Fixed(milliseconds(3)));
@@ -240,44 +218,6 @@ TEST(SimulatedSourceTest, PendingReadsDoNotEachTakeAThread) {
   ASSERT_TRUE(sink.WaitFor(200));
   EXPECT_LE(during, before + 2) << "threads grew with pending reads";
   EXPECT_EQ(sink.duplicates(), 0u);
-}
-
-TEST(SimulatedSourceTest, ThroughReaderWithSharedLimiter) {
-  auto limiter = Limiter::Make([] {
-    Options o;
-    o.io_concurrency = 8;
-    return o;
-  }());
-  ASSERT_TRUE(limiter.ok());
-  auto a = MakeSim(1 << 20, LatencyModel::Fixed(microseconds(200)), "sim://a");
-  auto b = MakeSim(
-      1 << 20, LatencyModel::EveryKth(microseconds(100), milliseconds(1), 5),
-      "sim://b");
-  auto ra = Reader::Open(a, {}, *limiter);
-  auto rb = Reader::Open(b, {}, *limiter);
-  ASSERT_TRUE(ra.ok() && rb.ok());
-  std::vector<ByteRange> ranges;
-  for (uint64_t i = 0; i < 100; ++i) ranges.push_back({i * 8192, 512});
-  for (Reader* r : {&*ra, &*rb}) {
-    auto s = r->ReadRanges(ranges, Delivery::kAsCompleted);
-    ASSERT_TRUE(s.ok());
-    size_t n = 0;
-    while (true) {
-      auto next = s->Next();
-      ASSERT_TRUE(next.ok()) << next.status().ToString();
-      if (!next->has_value()) break;
-      const auto& rr = **next;
-      const ByteRange& want = ranges[rr.index];
-      ASSERT_EQ(rr.bytes.size(), want.length);
-      EXPECT_EQ(rr.bytes.data()[0], SimulatedByteAt(want.offset));
-      EXPECT_EQ(rr.bytes.data()[want.length - 1],
-                SimulatedByteAt(want.end() - 1));
-      ++n;
-    }
-    EXPECT_EQ(n, ranges.size());
-  }
-  EXPECT_LE((*limiter)->GetStats().peak_in_flight, 8u);
-  EXPECT_EQ((*limiter)->GetStats().ranges_delivered, 200u);
 }
 
 }  // namespace

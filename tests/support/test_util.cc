@@ -1,6 +1,7 @@
 #include "support/test_util.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -50,8 +51,50 @@ Slice PatternBuffer(size_t size) {
   return Slice(std::shared_ptr<const void>(buf), data, size);
 }
 
+Status WriteFileBytes(const std::string& path, const Slice& bytes) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return Status::IoError("cannot create " + path);
+  const size_t n =
+      bytes.empty() ? 0 : std::fwrite(bytes.data(), 1, bytes.size(), f);
+  if (std::fclose(f) != 0 || n != bytes.size()) {
+    return Status::IoError("cannot write " + path);
+  }
+  return Status::OK();
+}
+
+ScratchDir::ScratchDir() {
+  std::string tmpl = ::testing::TempDir() + "rangeio_local_XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    ADD_FAILURE() << "cannot create " << tmpl;
+    return;
+  }
+  path_ = tmpl;
+}
+
+ScratchDir::~ScratchDir() {
+  for (const std::string& f : files_) ::unlink(f.c_str());
+  if (!path_.empty()) ::rmdir(path_.c_str());
+}
+
+std::string ScratchDir::WriteFile(const std::string& name, size_t size) {
+  std::string path = path_ + "/" + name;
+  files_.push_back(path);
+  Status st = WriteFileBytes(path, PatternBuffer(size));
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return path;
+}
+
 std::vector<std::byte> Bytes(const Slice& slice) {
   return {slice.span().begin(), slice.span().end()};
+}
+
+bool MatchesBytes(ByteRange range, std::span<const std::byte> bytes,
+                  ByteAtFn byte_at) {
+  if (bytes.size() != range.length) return false;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (bytes[i] != byte_at(range.offset + i)) return false;
+  }
+  return true;
 }
 
 DrainResult Drain(RangeStream& stream, std::span<const ByteRange> ranges,
@@ -66,18 +109,23 @@ DrainResult Drain(RangeStream& stream, std::span<const ByteRange> ranges,
     }
     if (!next->has_value()) return out;
     RangeResult& r = **next;
-    if (!ranges.empty()) {
-      bool good =
-          r.index < ranges.size() && r.bytes.size() == ranges[r.index].length;
-      for (size_t i = 0; good && i < r.bytes.size(); ++i) {
-        good = r.bytes.data()[i] == byte_at(ranges[r.index].offset + i);
-      }
-      if (!good) ++out.bad_bytes;
+    if (!ranges.empty() &&
+        (r.index >= ranges.size() ||
+         !MatchesBytes(ranges[r.index], r.bytes.span(), byte_at))) {
+      ++out.bad_bytes;
     }
     out.indexes.push_back(r.index);
     out.sizes.push_back(r.bytes.size());
     if (keep_slices) out.slices.push_back(std::move(r.bytes));
   }
+}
+
+void ExpectLimiterDrains(const Limiter& l) {
+  EXPECT_TRUE(WaitUntil([&] {
+    Stats s = l.GetStats();
+    return s.in_flight == 0 && s.retained_count == 0 && s.retained_bytes == 0;
+  })) << l.GetStats().ToString();
+  EXPECT_EQ(l.GetStats().waiting_streams, 0u);
 }
 
 ScopedThread::~ScopedThread() {
@@ -87,9 +135,11 @@ ScopedThread::~ScopedThread() {
 }
 
 StreamConsumer::StreamConsumer(RangeStream stream,
-                               std::vector<ByteRange> ranges, bool hold_slices)
+                               std::vector<ByteRange> ranges, bool hold_slices,
+                               ByteAtFn byte_at)
     : stream_(std::move(stream)),
       ranges_(std::move(ranges)),
+      byte_at_(byte_at != nullptr ? byte_at : PatternByteAt),
       hold_(hold_slices) {
   thread_ = std::thread([this] { Run(); });
 }
@@ -131,7 +181,7 @@ void StreamConsumer::Run() {
     RangeResult& r = **next;
     if (!ranges_.empty()) {
       if (r.index >= ranges_.size() ||
-          !MatchesPattern(ranges_[r.index], r.bytes.span())) {
+          !MatchesBytes(ranges_[r.index], r.bytes.span(), byte_at_)) {
         ++bad_bytes_;
       }
     }

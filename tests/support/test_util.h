@@ -50,6 +50,28 @@ Options LimitOptions(
 // A memory buffer whose byte i is PatternByteAt(i).
 Slice PatternBuffer(size_t size);
 
+// Writes `bytes` to a new file at `path` (PatternBuffer(n): n pattern bytes).
+Status WriteFileBytes(const std::string& path, const Slice& bytes);
+
+// A new directory under the test temp dir, removed with the files written
+// through it when it is destroyed.
+class ScratchDir {
+ public:
+  ScratchDir();  // a failure of the test when it cannot be made
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  // Writes a file `name` of `size` pattern bytes (PatternByteAt) in it;
+  // returns its path.
+  std::string WriteFile(const std::string& name, size_t size);
+
+ private:
+  std::string path_;
+  std::vector<std::string> files_;
+};
+
 // Bytes of `slice` as a vector (for EXPECT_EQ with good messages).
 std::vector<std::byte> Bytes(const Slice& slice);
 
@@ -65,12 +87,20 @@ struct DrainResult {
 // SimulatedByteAt).
 using ByteAtFn = std::byte (*)(uint64_t);
 
+// True when `bytes` equal `byte_at` over `range`.
+bool MatchesBytes(ByteRange range, std::span<const std::byte> bytes,
+                  ByteAtFn byte_at);
+
 // Calls Next() until the end or an error. With `ranges`, checks each
 // result's bytes against `byte_at` over ranges[index]. Releases each slice at
 // once unless `keep_slices` (which holds response budget: only for requests
 // smaller than the budget).
 DrainResult Drain(RangeStream& stream, std::span<const ByteRange> ranges = {},
                   ByteAtFn byte_at = nullptr, bool keep_slices = false);
+
+// Waits until nothing is in flight or retained on `l` and no stream waits:
+// every permit and every byte of response budget came back.
+void ExpectLimiterDrains(const Limiter& l);
 
 // A thread that is joined however the test exits: if it is still running at
 // destruction (a failed ASSERT left reads held), every live GatedSource is
@@ -91,10 +121,10 @@ class ScopedThread {
 class StreamConsumer {
  public:
   // Drains `stream` on a new thread. With `ranges`, checks every result's
-  // bytes against PatternByteAt. With hold_slices, keeps every slice until
-  // ReleaseSlices() (a consumer that stalls).
+  // bytes against `byte_at` (default PatternByteAt). With hold_slices, keeps
+  // every slice until ReleaseSlices() (a consumer that stalls).
   StreamConsumer(RangeStream stream, std::vector<ByteRange> ranges = {},
-                 bool hold_slices = false);
+                 bool hold_slices = false, ByteAtFn byte_at = nullptr);
   // Joins the thread. Aborts loudly if it does not finish within the hang
   // guard (the test left reads held, or the library hangs).
   ~StreamConsumer();
@@ -120,6 +150,7 @@ class StreamConsumer {
 
   RangeStream stream_;
   const std::vector<ByteRange> ranges_;
+  const ByteAtFn byte_at_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool hold_;
