@@ -7,6 +7,8 @@
 // completion hands its I/O permit back at once, which admits the next read:
 // no batch waits for another. Admission state is O(1) (the limiter's
 // cursor); per-read state lives in at most budget-count slots.
+// scheduler.cc holds the admission and completion side, scheduler_delivery.cc
+// the consumer's.
 //
 // Thread-safety: mu_ guards everything mutable; the limiter and backends call
 // in from their threads, one consumer thread at a time calls Next/Poll.
@@ -142,11 +144,13 @@ class StreamState final : public StreamBase,
   template <size_t N>
   void CompleteReads(std::span<ReadCompletion> done) EXCLUDES(mu_);
   // A slot's index, read without mu_ by the completion of its read.
+  uint64_t CheckLength(ReadCompletion& done) const;
   uint64_t InFlightIndex(uint64_t tag) const
       NO_THREAD_SAFETY_ANALYSIS;  // stable while the read is in flight
   void FileCompletionLocked(ReadCompletion& done, uint64_t latency_ns,
                             uint64_t* dropped, uint64_t* dropped_bytes)
       REQUIRES(mu_);
+  bool AfterCompletionsLocked(bool inline_done) REQUIRES(mu_);
   std::shared_ptr<StreamState> HoldSelfLocked(bool inline_done) REQUIRES(mu_);
 
   // --- Delivery ---
