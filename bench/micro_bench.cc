@@ -114,8 +114,7 @@ BENCHMARK(BM_FillSimulatedBytes);
 
 void BM_OptionsParse(benchmark::State& state) {
   for (auto _ : state) {
-    auto o = Options::Parse(
-        "read-thread-num=64,response-budget-bytes=64MiB,scheduling=rolling");
+    auto o = Options::Parse("read-thread-num=64,response-budget-bytes=64MiB");
     benchmark::DoNotOptimize(o);
   }
 }

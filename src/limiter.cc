@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "limiter_core.h"
-#include "spin_lock.h"
 
 namespace rangeio {
 namespace detail {
@@ -53,17 +52,17 @@ bool LimiterCore::Fits(uint64_t cost) const {
 
 void LimiterCore::Extend(const std::shared_ptr<PermitClient>& c,
                          uint64_t count) {
-  std::unique_lock lk(mu_);
+  MutexLock lk(mu_);
   c->stop_ = std::min(c->total_, c->next_ + count);
   if (c->next_ >= c->stop_ || c->queued_) return;
   c->queued_ = true;
   queue_.push_back(c);
   stats_.waiting_streams = queue_.size();
-  Pump(lk);
+  Pump();
 }
 
 void LimiterCore::Withdraw(PermitClient* c) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   c->stop_ = c->next_;
   if (!c->queued_) return;
   c->queued_ = false;
@@ -85,10 +84,10 @@ void LimiterCore::ReadsDone(const uint64_t* latency_ns, size_t n,
     f->done_errors += errors;
     return;
   }
-  auto lk = LockSpinning(mu_);
+  MutexLock lk(mu_, MutexLock::Spin::kYes);
   in_flight_ -= n;
   StatsRecorder::AddReads(&stats_, latency_ns, n, bytes, errors);
-  Pump(lk);
+  Pump();
 }
 
 // Hands back the limiter's hold on itself when the last retained response
@@ -102,23 +101,23 @@ std::shared_ptr<LimiterCore> LimiterCore::ReleaseResponsesLocked(
 
 void LimiterCore::ReleaseResponses(uint64_t n, uint64_t bytes) {
   std::shared_ptr<LimiterCore> self;  // destroyed last: may free this
-  auto lk = LockSpinning(mu_);
+  MutexLock lk(mu_, MutexLock::Spin::kYes);
   self = ReleaseResponsesLocked(n, bytes);
-  Pump(lk);
+  Pump();
 }
 
 void LimiterCore::ReturnUnused(uint64_t bytes) {
   std::shared_ptr<LimiterCore> self;  // destroyed last: may free this
-  auto lk = LockSpinning(mu_);
+  MutexLock lk(mu_, MutexLock::Spin::kYes);
   --in_flight_;
   ++stats_.reads_cancelled;
   self = ReleaseResponsesLocked(1, bytes);
-  Pump(lk);
+  Pump();
 }
 
 void LimiterCore::RecordDelivered(uint64_t ranges, uint64_t bytes,
                                   uint64_t cancelled) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   StatsRecorder::AddDelivered(&stats_, ranges, bytes, cancelled);
 }
 
@@ -145,65 +144,72 @@ LimiterCore::NextClientLocked() {
 
 // Admits as much as fits, one read per turn while several clients wait (a
 // lone client takes everything that fits in one pass, up to its pass
-// limit). The chosen client is served first even when another's read would
-// fit: skipping it would let small reads starve a large one. A paused client
-// leaves the queue when its turn comes.
-void LimiterCore::Pump(std::unique_lock<std::mutex>& lk) {
+// limit), and issues the grants with mu_ dropped.
+void LimiterCore::Pump() {
   if (FrameOf(this) != nullptr) return;
   if (tls_frames.size() <= tls_depth) tls_frames.emplace_back();
   PumpFrame& frame = tls_frames[tls_depth++];
   frame.core = this;
   std::vector<Grant>& grants = frame.grants;
   for (;;) {
-    while (!queue_.empty()) {
-      const auto it = NextClientLocked();
-      PermitClient* c = it->get();
-      if (c->paused_.load(std::memory_order_acquire)) {
-        c->queued_ = false;  // until it extends again
-        queue_.erase(it);
-        stats_.waiting_streams = queue_.size();
-        continue;
-      }
-      const uint64_t cost = c->CostOf(c->next_);
-      if (!Fits(cost)) break;
-      ++in_flight_;
-      // Retained responses outlive every reader and handle (slices hold
-      // them): the limiter keeps itself alive while any is retained.
-      if (retained_count_++ == 0) self_ = shared_from_this();
-      retained_bytes_ += cost;
-      stats_.peak_in_flight = std::max(stats_.peak_in_flight, in_flight_);
-      stats_.peak_retained_count =
-          std::max(stats_.peak_retained_count, retained_count_);
-      stats_.peak_retained_bytes =
-          std::max(stats_.peak_retained_bytes, retained_bytes_);
-      if (!grants.empty() && grants.back().client.get() == c &&
-          grants.back().first + grants.back().n == c->next_) {
-        ++grants.back().n;
-      } else {
-        grants.push_back({*it, c->next_, 1});
-      }
-      ++c->next_;
-      const bool pass_full =
-          grants.back().n >= c->pass_limit_.load(std::memory_order_relaxed);
-      if (c->next_ >= c->stop_) {
-        c->queued_ = false;
-        queue_.erase(it);
-      } else if (queue_.size() > 1) {
-        std::shared_ptr<PermitClient> moved = std::move(*it);
-        queue_.erase(it);
-        queue_.push_back(std::move(moved));
-      }
-      if (pass_full) break;
+    while (AdmitOneLocked(grants)) {
     }
     if (grants.empty()) break;
-    lk.unlock();
+    mu_.Unlock();
     for (const Grant& g : grants) g.client->OnGrant(g.first, g.n);
     grants.clear();
-    RelockSpinning(lk);
+    mu_.LockSpinning();
     ApplyInlineDoneLocked(frame);
   }
   frame.core = nullptr;
   --tls_depth;
+}
+
+// Admits one read of the chosen client, adding it to `grants`; false when
+// the queue is empty, the read does not fit or the client's pass is full.
+// The chosen client is served first even when another's read would fit:
+// skipping it would let small reads starve a large one. A paused client
+// leaves the queue when its turn comes.
+bool LimiterCore::AdmitOneLocked(std::vector<Grant>& grants) {
+  if (queue_.empty()) return false;
+  const auto it = NextClientLocked();
+  PermitClient* c = it->get();
+  if (c->paused_.load(std::memory_order_acquire)) {
+    c->queued_ = false;  // until it extends again
+    queue_.erase(it);
+    stats_.waiting_streams = queue_.size();
+    return true;
+  }
+  const uint64_t cost = c->CostOf(c->next_);
+  if (!Fits(cost)) return false;
+  ++in_flight_;
+  // Retained responses outlive every reader and handle (slices hold them):
+  // the limiter keeps itself alive while any is retained.
+  if (retained_count_++ == 0) self_ = shared_from_this();
+  retained_bytes_ += cost;
+  stats_.peak_in_flight = std::max(stats_.peak_in_flight, in_flight_);
+  stats_.peak_retained_count =
+      std::max(stats_.peak_retained_count, retained_count_);
+  stats_.peak_retained_bytes =
+      std::max(stats_.peak_retained_bytes, retained_bytes_);
+  if (!grants.empty() && grants.back().client.get() == c &&
+      grants.back().first + grants.back().n == c->next_) {
+    ++grants.back().n;
+  } else {
+    grants.push_back({*it, c->next_, 1});
+  }
+  ++c->next_;
+  const bool pass_full =
+      grants.back().n >= c->pass_limit_.load(std::memory_order_relaxed);
+  if (c->next_ >= c->stop_) {
+    c->queued_ = false;
+    queue_.erase(it);
+  } else if (queue_.size() > 1) {
+    std::shared_ptr<PermitClient> moved = std::move(*it);
+    queue_.erase(it);
+    queue_.push_back(std::move(moved));
+  }
+  return !pass_full;
 }
 
 void LimiterCore::ApplyInlineDoneLocked(PumpFrame& f) {
@@ -218,7 +224,7 @@ void LimiterCore::ApplyInlineDoneLocked(PumpFrame& f) {
 }
 
 Stats LimiterCore::GetStats() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   Stats s = stats_;
   s.in_flight = in_flight_;
   s.retained_count = retained_count_;

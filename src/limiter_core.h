@@ -19,9 +19,10 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "mutex.h"
+#include "rangeio/limiter.h"
 #include "rangeio/stats.h"
 #include "stats_recorder.h"
 
@@ -67,7 +68,8 @@ class PermitClient {
  private:
   friend class LimiterCore;
   const uint64_t total_;
-  // Guarded by LimiterCore::mu_.
+  // Guarded by the mu_ of the LimiterCore the client waits in, which the
+  // analysis cannot name from here: only LimiterCore touches them, under it.
   uint64_t next_ = 0;
   uint64_t stop_ = 0;
   bool queued_ = false;
@@ -94,33 +96,35 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
 
   // Lets `c` be admitted up to min(total, next + count) reads, queues it and
   // pumps (possibly calling c->OnGrant on this thread before returning).
-  void Extend(const std::shared_ptr<PermitClient>& c, uint64_t count);
+  void Extend(const std::shared_ptr<PermitClient>& c, uint64_t count)
+      EXCLUDES(mu_);
   // Removes `c` from the queue; it is granted nothing more.
-  void Withdraw(PermitClient* c);
+  void Withdraw(PermitClient* c) EXCLUDES(mu_);
 
   // A backend read finished: its I/O permit comes back. Stats record it.
   // `n` backend reads finished together (one lock for all): `bytes` read in
   // all, `errors` of them failed.
   void ReadsDone(const uint64_t* latency_ns, size_t n, uint64_t bytes,
-                 uint64_t errors);
+                 uint64_t errors) EXCLUDES(mu_);
   // A response's budget comes back (its last Slice was released, or it
   // failed or was dropped before delivery).
   void ReleaseResponse(uint64_t bytes) { ReleaseResponses(1, bytes); }
   // `n` responses of `bytes` in all, under one lock.
-  void ReleaseResponses(uint64_t n, uint64_t bytes);
+  void ReleaseResponses(uint64_t n, uint64_t bytes) EXCLUDES(mu_);
   // Both of the above for a granted read that was never issued.
-  void ReturnUnused(uint64_t bytes);
-  void RecordDelivered(uint64_t ranges, uint64_t bytes, uint64_t cancelled);
+  void ReturnUnused(uint64_t bytes) EXCLUDES(mu_);
+  void RecordDelivered(uint64_t ranges, uint64_t bytes, uint64_t cancelled)
+      EXCLUDES(mu_);
 
-  Stats GetStats() const;
+  Stats GetStats() const EXCLUDES(mu_);
 
   struct Usage {
     uint64_t in_flight;
     uint64_t retained_count;
     uint64_t retained_bytes;
   };
-  Usage Occupancy() const {
-    std::lock_guard lk(mu_);
+  Usage Occupancy() const EXCLUDES(mu_) {
+    MutexLock lk(mu_);
     return {in_flight_, retained_count_, retained_bytes_};
   }
 
@@ -133,25 +137,38 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
   struct PumpFrame;  // limiter.cc
 
  private:
-  void ApplyInlineDoneLocked(PumpFrame& frame);
+  void ApplyInlineDoneLocked(PumpFrame& frame) REQUIRES(mu_);
   std::shared_ptr<LimiterCore> ReleaseResponsesLocked(uint64_t n,
-                                                      uint64_t bytes);
-  std::deque<std::shared_ptr<PermitClient>>::iterator NextClientLocked();
-  bool Fits(uint64_t cost) const;
-  void Pump(std::unique_lock<std::mutex>& lk);
+                                                      uint64_t bytes)
+      REQUIRES(mu_);
+  std::deque<std::shared_ptr<PermitClient>>::iterator NextClientLocked()
+      REQUIRES(mu_);
+  bool Fits(uint64_t cost) const REQUIRES(mu_);
+  // Drops mu_ around the OnGrant calls and holds it again on return.
+  void Pump() REQUIRES(mu_);
+  // Takes the next grant off the queue; false when nothing (more) fits.
+  bool AdmitOneLocked(std::vector<Grant>& grants) REQUIRES(mu_);
 
   const uint32_t io_;
   const uint32_t count_;
   const uint64_t bytes_;
 
-  mutable std::mutex mu_;
-  std::deque<std::shared_ptr<PermitClient>> queue_;  // GUARDED_BY(mu_)
-  uint64_t in_flight_ = 0;                           // GUARDED_BY(mu_)
-  uint64_t retained_count_ = 0;                      // GUARDED_BY(mu_)
-  uint64_t retained_bytes_ = 0;                      // GUARDED_BY(mu_)
-  Stats stats_;                                      // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::deque<std::shared_ptr<PermitClient>> queue_ GUARDED_BY(mu_);
+  uint64_t in_flight_ GUARDED_BY(mu_) = 0;
+  uint64_t retained_count_ GUARDED_BY(mu_) = 0;
+  uint64_t retained_bytes_ GUARDED_BY(mu_) = 0;
+  Stats stats_ GUARDED_BY(mu_);
   // Set while retained_count_ > 0 (see Pump).
-  std::shared_ptr<LimiterCore> self_;  // GUARDED_BY(mu_)
+  std::shared_ptr<LimiterCore> self_ GUARDED_BY(mu_);
+};
+
+// The library's way to a Limiter's core (the public header hands out no
+// detail:: type).
+struct LimiterAccess {
+  static const std::shared_ptr<LimiterCore>& Core(const Limiter& limiter) {
+    return limiter.core_;
+  }
 };
 
 }  // namespace rangeio::detail

@@ -19,7 +19,7 @@ constexpr int64_t kMaxStallTimeoutMs = 86'400'000;
 
 constexpr const char* kKeys =
     "read-thread-num, response-budget-count, response-budget-bytes, "
-    "scheduling, response-stall-timeout-ms, planner, coalesce, coalesce-gap, "
+    "response-stall-timeout-ms, planner, coalesce, coalesce-gap, "
     "max-overread-ratio, max-merged-bytes, split-bytes";
 
 Status Invalid(std::string_view key, std::string_view value,
@@ -137,11 +137,6 @@ Status Options::Validate() const {
                    std::to_string(response_stall_timeout.count()),
                    "valid 1.." + std::to_string(kMaxStallTimeoutMs) + " ms");
   }
-  if (scheduling != Scheduling::kRolling &&
-      scheduling != Scheduling::kChunked) {
-    return Invalid("scheduling", std::to_string(static_cast<int>(scheduling)),
-                   "valid rolling, chunked");
-  }
   if (planner) return planner->Validate();
   return Status::OK();
 }
@@ -185,14 +180,6 @@ Result<Options> Options::Parse(const std::map<std::string, std::string>& kv) {
                        "(valid 1 B..1 TiB)",
                        1, kMaxResponseBudgetBytes, " bytes", &n));
       o.response_budget_bytes = n;
-    } else if (key == "scheduling") {
-      if (value == "rolling") {
-        o.scheduling = Scheduling::kRolling;
-      } else if (value == "chunked") {
-        o.scheduling = Scheduling::kChunked;
-      } else {
-        return Invalid(key, value, "valid rolling, chunked");
-      }
     } else if (key == "response-stall-timeout-ms") {
       RANGEIO_RETURN_NOT_OK(ParseInRange(
           key, value, ParseU64, "an integer 1..86400000 (ms) is expected", 1,
@@ -233,8 +220,7 @@ std::string Options::ToString() const {
   std::ostringstream o;
   o << "read-thread-num=" << io_concurrency
     << ",response-budget-count=" << response_budget_count
-    << ",response-budget-bytes=" << response_budget_bytes << ",scheduling="
-    << (scheduling == Scheduling::kChunked ? "chunked" : "rolling")
+    << ",response-budget-bytes=" << response_budget_bytes
     << ",response-stall-timeout-ms=" << response_stall_timeout.count();
   if (planner) o << "," << planner->ToString();
   return o.str();

@@ -2,8 +2,8 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 
+#include "mutex.h"
 #include "rangeio/stats.h"
 
 namespace rangeio::detail {
@@ -12,16 +12,17 @@ namespace rangeio::detail {
 class StatsRecorder {
  public:
   void RecordReads(const uint64_t* latency_ns, size_t n, uint64_t bytes,
-                   uint64_t errors) {
-    std::lock_guard lk(mu_);
+                   uint64_t errors) EXCLUDES(mu_) {
+    MutexLock lk(mu_);
     AddReads(&s_, latency_ns, n, bytes, errors);
   }
-  void RecordDelivered(uint64_t ranges, uint64_t bytes, uint64_t cancelled) {
-    std::lock_guard lk(mu_);
+  void RecordDelivered(uint64_t ranges, uint64_t bytes, uint64_t cancelled)
+      EXCLUDES(mu_) {
+    MutexLock lk(mu_);
     AddDelivered(&s_, ranges, bytes, cancelled);
   }
-  Stats Snapshot() const {
-    std::lock_guard lk(mu_);
+  Stats Snapshot() const EXCLUDES(mu_) {
+    MutexLock lk(mu_);
     return s_;
   }
 
@@ -42,8 +43,8 @@ class StatsRecorder {
   }
 
  private:
-  mutable std::mutex mu_;
-  Stats s_;
+  mutable Mutex mu_;
+  Stats s_ GUARDED_BY(mu_);
 };
 
 }  // namespace rangeio::detail

@@ -16,12 +16,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 
+#include "mutex.h"
 #include "rangeio/reader.h"
 
 namespace rangeio::detail {
@@ -31,30 +30,35 @@ class Waker {
   uint64_t changes() const { return changes_.load(std::memory_order_acquire); }
 
   // Called by a stream (under its own lock: mu_ is a leaf).
-  void Notify() {
+  void Notify() EXCLUDES(mu_) {
     changes_.fetch_add(1, std::memory_order_release);
-    std::lock_guard lk(mu_);
-    if (waiting_) cv_.notify_one();
+    MutexLock lk(mu_);
+    if (waiting_) cv_.NotifyOne();
   }
 
   // Returns once changes() != seen, or after `timeout` (so that a stalled
   // stream's deadline is checked even when nothing changes). No spinning:
   // a batch's reads are typically remote (milliseconds), and with one
-  // dispatcher per batch in flight, yield loops on a few cores took 20% of
-  // the process's CPU in bench blob (sched_yield and context switches),
-  // taking it from the HTTP loop thread that completes the reads.
-  void WaitForChange(uint64_t seen, std::chrono::milliseconds timeout) {
-    std::unique_lock lk(mu_);
+  // dispatcher per batch in flight, yield loops take the cores from the
+  // HTTP loop thread that completes the reads (bench blob shows it).
+  void WaitForChange(uint64_t seen, std::chrono::milliseconds timeout)
+      EXCLUDES(mu_) {
+    MutexLock lk(mu_);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
     waiting_ = true;
-    cv_.wait_for(lk, timeout, [&] { return changes() != seen; });
+    while (changes() == seen) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) break;
+      cv_.WaitFor(lk, deadline - now);
+    }
     waiting_ = false;
   }
 
  private:
   std::atomic<uint64_t> changes_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool waiting_ = false;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  bool waiting_ GUARDED_BY(mu_) = false;
 };
 
 struct StreamAccess {

@@ -16,6 +16,7 @@ namespace {
 using std::chrono::milliseconds;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(OptionsTest, Defaults) {
   Options o;
@@ -23,7 +24,6 @@ TEST(OptionsTest, Defaults) {
   EXPECT_EQ(o.response_budget_count, 0u);
   EXPECT_EQ(o.EffectiveResponseBudgetCount(), 128u);
   EXPECT_EQ(o.response_budget_bytes, 64ull << 20);
-  EXPECT_EQ(o.scheduling, Scheduling::kRolling);
   EXPECT_EQ(o.response_stall_timeout, milliseconds(10'000));
   EXPECT_TRUE(o.Validate().ok()) << o.Validate().ToString();
 }
@@ -102,14 +102,12 @@ TEST(OptionsTest, ParseMapSetsEveryKey) {
       {"read-thread-num", "8"},
       {"response-budget-count", "24"},
       {"response-budget-bytes", "1048576"},
-      {"scheduling", "chunked"},
       {"response-stall-timeout-ms", "250"},
   });
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->io_concurrency, 8u);
   EXPECT_EQ(o->response_budget_count, 24u);
   EXPECT_EQ(o->response_budget_bytes, 1048576u);
-  EXPECT_EQ(o->scheduling, Scheduling::kChunked);
   EXPECT_EQ(o->response_stall_timeout, milliseconds(250));
 }
 
@@ -129,7 +127,6 @@ TEST(OptionsTest, ParseUntouchedKeysKeepDefaults) {
   EXPECT_EQ(o->io_concurrency, 3u);
   EXPECT_EQ(o->response_budget_count, 0u);
   EXPECT_EQ(o->EffectiveResponseBudgetCount(), 6u);
-  EXPECT_EQ(o->scheduling, Scheduling::kRolling);
 }
 
 TEST(OptionsTest, ParseByteSuffixes) {
@@ -160,12 +157,13 @@ TEST(OptionsTest, ParseByteSuffixes) {
 }
 
 TEST(OptionsTest, ParseStringForm) {
-  auto o = Options::Parse(std::string_view(
-      "read-thread-num=16,response-budget-bytes=8MiB,scheduling=rolling"));
+  auto o = Options::Parse(
+      std::string_view("read-thread-num=16,response-budget-bytes=8MiB,"
+                       "response-stall-timeout-ms=500"));
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->io_concurrency, 16u);
   EXPECT_EQ(o->response_budget_bytes, 8ull << 20);
-  EXPECT_EQ(o->scheduling, Scheduling::kRolling);
+  EXPECT_EQ(o->response_stall_timeout, milliseconds(500));
 }
 
 TEST(OptionsTest, ParseStringRejectsMalformedPair) {
@@ -184,6 +182,19 @@ TEST(OptionsTest, ParseRejectsUnknownKey) {
   ASSERT_FALSE(o.ok());
   EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(o.status().message(), HasSubstr("read-thread-nmu"));
+}
+
+// The chunk-barrier baseline is a benchmark hook (src/stream/baselines.h),
+// not an option: "scheduling" is an unknown key, whatever its value.
+TEST(OptionsTest, SchedulingIsNotAnOption) {
+  for (const char* value : {"rolling", "chunked", "barrier", ""}) {
+    auto o = Options::Parse(
+        std::map<std::string, std::string>{{"scheduling", value}});
+    ASSERT_FALSE(o.ok()) << "scheduling=" << value << " accepted";
+    EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(o.status().message(), HasSubstr("unknown option 'scheduling'"));
+  }
+  EXPECT_THAT(Options().ToString(), Not(HasSubstr("scheduling")));
 }
 
 // Every invalid value is rejected with a message naming key, value and the
@@ -211,8 +222,6 @@ TEST(OptionsTest, ParseRejectsInvalidValuesNamingKeyValueAndRange) {
       {"response-stall-timeout-ms", "0", {"86400000"}},
       {"response-stall-timeout-ms", "86400001", {"86400000"}},
       {"response-stall-timeout-ms", "soon", {"86400000"}},
-      {"scheduling", "barrier", {"rolling", "chunked"}},
-      {"scheduling", "", {"rolling", "chunked"}},
   };
   for (const Case& c : cases) {
     auto o =
@@ -235,12 +244,11 @@ TEST(OptionsTest, ToStringRoundTrips) {
   o.io_concurrency = 7;
   o.response_budget_count = 9;
   o.response_budget_bytes = 12345;
-  o.scheduling = Scheduling::kChunked;
   o.response_stall_timeout = milliseconds(77);
   std::string text = o.ToString();
   for (const char* key :
        {"read-thread-num", "response-budget-count", "response-budget-bytes",
-        "scheduling", "response-stall-timeout-ms"}) {
+        "response-stall-timeout-ms"}) {
     EXPECT_THAT(text, HasSubstr(key));
   }
   auto back = Options::Parse(std::string_view(text));
@@ -248,7 +256,6 @@ TEST(OptionsTest, ToStringRoundTrips) {
   EXPECT_EQ(back->io_concurrency, 7u);
   EXPECT_EQ(back->response_budget_count, 9u);
   EXPECT_EQ(back->response_budget_bytes, 12345u);
-  EXPECT_EQ(back->scheduling, Scheduling::kChunked);
   EXPECT_EQ(back->response_stall_timeout, milliseconds(77));
 
   auto defaults = Options::Parse(std::string_view(Options().ToString()));

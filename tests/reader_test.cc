@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "rangeio/rangeio.h"
+#include "stream/baselines.h"
 #include "support/gated_source.h"
 #include "support/test_util.h"
 
@@ -143,11 +144,10 @@ TEST(ReaderTest, RollingReleaseOfOneAdmitsExactlyOneMore) {
 TEST(ReaderTest, ChunkedWaitsForTheWholeChunk) {
   constexpr uint32_t kC = 4;
   auto gate = GatedSource::Make("gate", 1ull << 36);
-  Options o = LimitOptions(kC);
-  o.scheduling = Scheduling::kChunked;
-  Reader reader = OpenReader(gate, o);
+  Reader reader = OpenReader(gate, LimitOptions(kC));
   const auto ranges = SpreadRanges(12, 32);
-  auto stream = reader.ReadRanges(ranges, Delivery::kAsCompleted);
+  auto stream = detail::ReadRangesScheduled(
+      reader, ranges, Delivery::kAsCompleted, detail::Scheduling::kChunked);
   ASSERT_TRUE(stream.ok());
   StreamConsumer consumer(std::move(*stream), ranges);
 

@@ -1,4 +1,4 @@
-// straggler — the chunk barrier (BENCHMARKS.md): 2,560 non-coalescing 4 KiB
+// straggler — the chunk barrier: 2,560 non-coalescing 4 KiB
 // ranges at C = 64 against a simulated store where a read takes 1 ms and
 // every 64th takes 10 ms.
 #include <chrono>
@@ -9,6 +9,7 @@
 
 #include "bench_scenarios.h"
 #include "rangeio/rangeio.h"
+#include "stream/baselines.h"
 
 namespace rangeio::bench {
 namespace {
@@ -20,6 +21,8 @@ constexpr uint32_t kConcurrency = 64;
 constexpr auto kFast = std::chrono::milliseconds(1);
 constexpr auto kSlow = std::chrono::milliseconds(10);
 constexpr uint64_t kEvery = 64;
+
+using detail::Scheduling;
 
 struct Strategy {
   const char* name;
@@ -44,11 +47,11 @@ Status RunOnce(const Strategy& s, const std::vector<ByteRange>& ranges,
   o.io_concurrency = kConcurrency;
   // The scenario measures scheduling: each range is its own read.
   o.planner = PlannerOptions::None();
-  o.scheduling = s.scheduling;
   RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(store, o));
   const auto t0 = std::chrono::steady_clock::now();
-  RANGEIO_ASSIGN_OR_RETURN(RangeStream stream,
-                           reader.ReadRanges(ranges, s.delivery));
+  RANGEIO_ASSIGN_OR_RETURN(
+      RangeStream stream,
+      detail::ReadRangesScheduled(reader, ranges, s.delivery, s.scheduling));
   uint64_t n = 0;
   uint64_t checksum = 0;
   for (;;) {

@@ -29,6 +29,7 @@ namespace rangeio {
 
 namespace detail {
 class LimiterCore;
+struct LimiterAccess;
 }  // namespace detail
 
 class Limiter {
@@ -48,10 +49,8 @@ class Limiter {
   // at its peak.
   Stats GetStats() const;
 
-  // For the library's scheduler.
-  const std::shared_ptr<detail::LimiterCore>& core() const { return core_; }
-
  private:
+  friend struct detail::LimiterAccess;  // the library's scheduler (src/)
   explicit Limiter(std::shared_ptr<detail::LimiterCore> core);
   std::shared_ptr<detail::LimiterCore> core_;
 };

@@ -21,19 +21,10 @@
 
 namespace rangeio {
 
-// How a stream admits reads. Only kRolling is for real use.
-enum class Scheduling {
-  // A completion admits the next read at once (no barrier).
-  kRolling,
-  // Benchmark baseline only: C reads at a time, the next C wait for the
-  // slowest of the previous C (the behaviour the Paimon fix removed).
-  kChunked,
-};
-
 struct Options {
   // Key "read-thread-num" (the Paimon option's name). In-flight backend reads
   // per Limiter, across all readers and clones sharing it. Valid 1..4096.
-  // 64 is Paimon's default and the C of BENCHMARKS.md's straggler scenario.
+  // 64 is Paimon's default and the C of bench straggler.
   static constexpr uint32_t kDefaultIoConcurrency = 64;
   uint32_t io_concurrency = kDefaultIoConcurrency;
 
@@ -60,9 +51,6 @@ struct Options {
   // without "planner" start from the object-store preset. With "none" each
   // range is one read, exactly as requested, and nothing is planned.
   std::optional<PlannerOptions> planner;
-
-  // Key "scheduling": "rolling" (default) or "chunked" (benchmark baseline).
-  Scheduling scheduling = Scheduling::kRolling;
 
   // Key "response-stall-timeout-ms". When a stream cannot admit its next read
   // while nothing is in flight on its limiter (results already read, held by

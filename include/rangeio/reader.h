@@ -44,6 +44,7 @@ namespace rangeio {
 namespace detail {
 class StreamBase;
 class StatsRecorder;
+struct ReaderAccess;
 struct StreamAccess;
 }  // namespace detail
 
@@ -87,7 +88,7 @@ class RangeStream {
   size_t size() const;
 
  private:
-  friend class Reader;
+  friend struct detail::ReaderAccess;  // Reader::ReadRanges (src/)
   friend struct detail::StreamAccess;  // polling, for batches (src/)
   explicit RangeStream(std::shared_ptr<detail::StreamBase> state);
   std::shared_ptr<detail::StreamBase> state_;
@@ -124,6 +125,7 @@ class Reader {
   const Options& options() const { return options_; }
 
  private:
+  friend struct detail::ReaderAccess;  // the stream builder (src/)
   Reader() = default;
   std::shared_ptr<Source> source_;
   std::shared_ptr<Limiter> limiter_;

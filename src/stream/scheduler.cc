@@ -1,0 +1,392 @@
+// The admission and completion side of StreamState (scheduler.h), run by
+// the limiter's and the backends' threads; scheduler_delivery.cc holds the
+// consumer's side.
+#include "stream/scheduler.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "clock.h"
+
+namespace rangeio::detail {
+namespace {
+
+// The stream whose OnGrant is running on this thread. A read it issues that
+// completes inline (OnReadDone inside OnGrant) needs no reference of its own
+// to the stream: the limiter's pump holds one for the OnGrant call.
+thread_local const void* tls_granting = nullptr;
+
+class GrantScope {
+ public:
+  explicit GrantScope(const void* stream)
+      : outer_(std::exchange(tls_granting, stream)) {}
+  GrantScope(const GrantScope&) = delete;
+  GrantScope& operator=(const GrantScope&) = delete;
+  ~GrantScope() { tls_granting = outer_; }
+
+ private:
+  const void* const outer_;
+};
+
+}  // namespace
+
+StreamState::StreamState(std::shared_ptr<Source> source,
+                         std::shared_ptr<LimiterCore> limiter,
+                         std::shared_ptr<StatsRecorder> stats,
+                         std::vector<ByteRange> ranges, Delivery delivery,
+                         const Options& options, Scheduling scheduling,
+                         std::function<std::string(uint64_t)> describe)
+    : PermitClient(ranges.size()),
+      source_(std::move(source)),
+      limiter_(std::move(limiter)),
+      stats_(std::move(stats)),
+      ranges_(std::move(ranges)),
+      delivery_(delivery),
+      chunked_(scheduling == Scheduling::kChunked),
+      stall_timeout_(options.response_stall_timeout),
+      describe_(std::move(describe)),
+      record_deliveries_(describe_ == nullptr),
+      slots_(std::min<uint64_t>(ranges_.size(), limiter_->budget_count())) {
+  if (delivery_ == Delivery::kAsCompleted) {
+    free_slots_.reserve(slots_.size());
+    for (size_t i = slots_.size(); i > 0; --i) free_slots_.push_back(i - 1);
+  }
+}
+
+void StreamState::Start() {
+  if (ranges_.empty()) return;
+  {
+    MutexLock lk(mu_);
+    keepalive_ = shared_from_this();
+  }
+  const uint64_t window =
+      chunked_ ? limiter_->io_concurrency() : ranges_.size();
+  limiter_->Extend(shared_from_this(), window);
+}
+
+void StreamState::SetWaker(std::shared_ptr<Waker> waker) {
+  MutexLock lk(mu_);
+  waker_ = std::move(waker);
+}
+
+// --- Admission ---
+
+void StreamState::OnGrant(uint64_t first, uint64_t n) {
+  // Slots are taken under the lock in batches and the reads issued outside
+  // it: a backend may complete a read inline, re-entering OnReadDone.
+  constexpr uint64_t kBatch = 64;
+  std::array<uint64_t, kBatch> tags;
+  std::array<ReadRequest, kBatch> reads;
+  const GrantScope scope(this);
+  while (n > 0) {
+    const uint64_t k = std::min(n, kBatch);
+    if (!TakeSlots(first, k, tags.data())) {
+      for (uint64_t i = first; i < first + n; ++i) {
+        limiter_->ReturnUnused(ranges_[i].length);
+      }
+      return;
+    }
+    for (uint64_t j = 0; j < k; ++j) reads[j] = {ranges_[first + j], tags[j]};
+    source_->ReadMany({reads.data(), k}, this);
+    first += k;
+    n -= k;
+  }
+}
+
+// Marks reads [first, first + k) in flight in fresh slots, writing their
+// tags to `tags`; false when the stream takes no more reads (nothing is
+// taken then).
+bool StreamState::TakeSlots(uint64_t first, uint64_t k, uint64_t* tags) {
+  const uint64_t now = NowNanos();
+  MutexLock lk(mu_, MutexLock::Spin::kYes);
+  if (finished_ || failed_) return false;
+  for (uint64_t j = 0; j < k; ++j) {
+    const std::optional<uint64_t> slot = AcquireSlot(first + j);
+    if (!slot) {
+      for (uint64_t u = 0; u < j; ++u) UntakeSlot(tags[u]);
+      failed_ = true;
+      final_status_ = Status::Internal(
+          "rangeio: no free result slot for " + RangeContext(first + j) +
+          " (response budget accounting is broken)");
+      ChangedLocked();
+      cv_.NotifyAll();
+      return false;
+    }
+    const uint64_t tag = *slot;
+    Slot& s = slots_[tag];
+    s.index = first + j;
+    s.state = Slot::kInFlight;
+    s.submit_ns = now;
+    tags[j] = tag;
+  }
+  in_flight_ += k;
+  n_submitted_ = first + k;
+  return true;
+}
+
+// Ordered delivery: the undelivered admitted reads are a contiguous run of
+// at most budget-count indexes, so index % slots is collision-free. In
+// completion order they are not contiguous: slots come from a free list.
+// Every occupied slot holds response budget, so a free slot always exists
+// for an admitted read; std::nullopt means that invariant broke (a bug).
+std::optional<uint64_t> StreamState::AcquireSlot(uint64_t index) {
+  if (delivery_ == Delivery::kOrdered) {
+    const uint64_t slot = index % slots_.size();
+    if (slots_[slot].state != Slot::kFree) return std::nullopt;
+    return slot;
+  }
+  if (free_slots_.empty()) return std::nullopt;
+  const uint64_t slot = free_slots_.back();
+  free_slots_.pop_back();
+  return slot;
+}
+
+void StreamState::UntakeSlot(uint64_t tag) {
+  slots_[tag].state = Slot::kFree;
+  ReleaseSlot(tag);
+}
+
+void StreamState::ReleaseSlot(uint64_t tag) {
+  if (delivery_ == Delivery::kAsCompleted) free_slots_.push_back(tag);
+}
+
+// Reads that complete inline (memory, page-cache hits) would otherwise run
+// ahead of the consumer as far as the response budget allows (2C): every
+// result would then wait for 2C others, its buffer long out of the CPU's
+// caches when the consumer gets it and when the pool hands it to the next
+// read. So while this stream's reads complete inline and none is in flight,
+// admission pauses once kInlineBacklog results wait, and resumes when the
+// consumer has taken half of them; a pump grants such a stream
+// kInlineBacklog reads at a time (bench hot-cache shows the gain). Reads
+// that complete on other threads (real I/O) never pause admission.
+void StreamState::NoteCompletionLocked(bool inline_done) {
+  if (inline_done != inline_pass_) {
+    inline_pass_ = inline_done;
+    SetPassLimit(inline_done ? kInlineBacklog : UINT32_MAX);
+  }
+  if (inline_done && !paused_ && !failed_ && in_flight_ == 0 &&
+      BacklogLocked() >= kInlineBacklog) {
+    paused_ = true;
+    SetPaused(true);
+  }
+}
+
+// Un-pauses admission; true when it must then be extended (after dropping
+// mu_: the pump may issue reads that complete inline, on this thread).
+bool StreamState::ResumeLocked() {
+  paused_ = false;
+  SetPaused(false);
+  return !failed_ && !finished_;
+}
+
+// A pump may have dropped a paused stream from the limiter's queue: extend
+// admission again.
+void StreamState::ExtendAdmission() {
+  limiter_->Extend(shared_from_this(), ranges_.size());
+}
+
+// --- Completion ---
+
+void StreamState::OnReadDone(uint64_t tag, Result<Slice> bytes) {
+  ReadCompletion done{tag, std::move(bytes)};
+  CompleteReads<1>({&done, 1});
+}
+
+void StreamState::OnReadsDone(std::span<ReadCompletion> done) {
+  while (done.size() > kCompletionChunk) {
+    CompleteReads<kCompletionChunk>(done.first(kCompletionChunk));
+    done = done.subspan(kCompletionChunk);
+  }
+  CompleteReads<kCompletionChunk>(done);
+}
+
+// A slot's index is written under mu_ before its read is issued and does not
+// change until the read completes, so a completion may read it unlocked.
+uint64_t StreamState::InFlightIndex(uint64_t tag) const {
+  return slots_[tag].index;
+}
+
+// Files up to N finished reads under one lock of the stream and hands their
+// permits back with one call to the limiter.
+//
+// A result keeps its share of the response budget until it is handed out
+// (then its Lease, made on the consumer's thread, keeps it) or dropped; a
+// failed read's too, until its error is delivered: occupied slots never
+// exceed the budget. A dropped stream's go back here.
+template <size_t N>
+void StreamState::CompleteReads(std::span<ReadCompletion> done) {
+  std::shared_ptr<StreamState> keepalive;  // destroyed last: may free this
+  const uint64_t now = NowNanos();
+  const size_t n = done.size();
+  std::array<uint64_t, N> latency;
+  uint64_t got = 0;
+  uint64_t errors = 0;
+  for (ReadCompletion& d : done) {
+    got += CheckLength(d);
+    errors += d.bytes.ok() ? 0 : 1;
+  }
+  uint64_t dropped = 0;
+  uint64_t dropped_bytes = 0;
+  const bool inline_done = tls_granting == this;
+  bool next_chunk = false;
+  {
+    MutexLock lk(mu_, MutexLock::Spin::kYes);
+    for (size_t i = 0; i < n; ++i) {
+      latency[i] = now - slots_[done[i].tag].submit_ns;
+      FileCompletionLocked(done[i], latency[i], &dropped, &dropped_bytes);
+    }
+    next_chunk = AfterCompletionsLocked(inline_done);
+    keepalive = HoldSelfLocked(inline_done);
+  }
+  // The permits go back last: they may admit this stream's next reads.
+  limiter_->ReadsDone(latency.data(), n, got, errors);
+  if (next_chunk) {
+    limiter_->Extend(shared_from_this(), limiter_->io_concurrency());
+  }
+  if (dropped > 0) limiter_->ReleaseResponses(dropped, dropped_bytes);
+}
+
+// A read that returned other than its range's length failed. Returns the
+// bytes it read (0 if it failed).
+uint64_t StreamState::CheckLength(ReadCompletion& done) const {
+  const uint64_t length = ranges_[InFlightIndex(done.tag)].length;
+  if (done.bytes.ok() && done.bytes->size() != length) {
+    done.bytes = Status::IoError("backend returned " +
+                                 std::to_string(done.bytes->size()) +
+                                 " bytes instead of " + std::to_string(length));
+  }
+  return done.bytes.ok() ? length : 0;
+}
+
+// Puts one finished read's result (or error) in its slot, or drops it if
+// the stream is finished (counting its budget into *dropped_bytes).
+void StreamState::FileCompletionLocked(ReadCompletion& done,
+                                       uint64_t latency_ns, uint64_t* dropped,
+                                       uint64_t* dropped_bytes) {
+  const uint64_t tag = done.tag;
+  Slot& s = slots_[tag];
+  const uint64_t length = ranges_[s.index].length;
+  --in_flight_;
+  reads_.Add(latency_ns, done.bytes.ok() ? length : 0, done.bytes.ok());
+  if (reads_.full()) FlushStatsLocked();
+  if (finished_) {
+    ++cancelled_;
+    ++*dropped;
+    *dropped_bytes += length;
+    s.state = Slot::kFree;
+    ReleaseSlot(tag);
+    return;
+  }
+  s.state = Slot::kDone;
+  if (done.bytes.ok()) {
+    s.bytes = std::move(*done.bytes);
+  } else {
+    s.error = std::make_unique<Status>(
+        done.bytes.status().WithContext(RangeContext(s.index)));
+    if (!failed_) {
+      // Admit nothing more, before this read's permit comes back.
+      failed_ = true;
+      limiter_->Withdraw(this);
+    }
+  }
+  if (delivery_ == Delivery::kAsCompleted) ready_.push_back(tag);
+}
+
+// Wakes the consumer after a batch of completions; true when the chunked
+// baseline's next chunk is due (its whole chunk has completed).
+bool StreamState::AfterCompletionsLocked(bool inline_done) {
+  if (finished_) {
+    if (in_flight_ == 0) FlushStatsLocked();  // the stream's last word
+    return false;
+  }
+  const bool next_chunk = chunked_ && in_flight_ == 0 && !failed_;
+  if (!chunked_) NoteCompletionLocked(inline_done);
+  ChangedLocked();
+  if (consumer_waiting_) cv_.NotifyOne();
+  return next_chunk;
+}
+
+// A completion still uses the stream after unlocking, while another
+// thread's completion may bring in_flight_ to 0 and the consumer then drop
+// the stream, its reader and its limiter: the completion holds the stream
+// until it returns (and releases the stream's hold on itself if it is done).
+// Inside this stream's OnGrant the pump's reference does that: an atomic
+// increment and decrement fewer per inline read.
+std::shared_ptr<StreamState> StreamState::HoldSelfLocked(bool inline_done) {
+  if (in_flight_ == 0 && DoneLocked()) return std::move(keepalive_);
+  if (!inline_done) return keepalive_;
+  return nullptr;
+}
+
+// --- Ending ---
+
+void StreamState::Finish() {
+  uint64_t dropped = 0;
+  uint64_t dropped_bytes = 0;
+  std::shared_ptr<StreamState> self;  // the caller's RangeStream holds us
+  {
+    MutexLock lk(mu_);
+    if (finished_) return;
+    finished_ = true;
+    if (final_status_.ok() && delivered_ < ranges_.size()) {
+      final_status_ = Status::Cancelled("stream over '" + source_->name() +
+                                        "' was cancelled");
+    }
+    for (Slot& s : slots_) {
+      if (s.state != Slot::kDone) continue;
+      ++dropped;
+      dropped_bytes += ranges_[s.index].length;
+      s.bytes.Reset();
+      s.error.reset();
+      s.state = Slot::kFree;
+      ++cancelled_;
+    }
+    ready_.clear();
+    FlushStatsLocked();
+    ReleaseSelfIfDoneLocked(&self);
+    ChangedLocked();
+  }
+  limiter_->Withdraw(this);
+  if (dropped > 0) limiter_->ReleaseResponses(dropped, dropped_bytes);
+  cv_.NotifyAll();
+}
+
+// Something the consumer may wait for changed: bumps the counter its spin
+// watches and wakes its Waker, if any (its condition variable is the
+// caller's to signal). changes_ is written only under mu_, so a load and a
+// store do (no atomic read-modify-write on the per-read path).
+void StreamState::ChangedLocked() {
+  changes_.store(changes_.load(std::memory_order_relaxed) + 1,
+                 std::memory_order_release);
+  if (waker_) waker_->Notify();
+}
+
+// The stream keeps itself alive from Start() until it is done (finished, or
+// everything delivered) with nothing in flight, so that late completions of
+// a dropped stream land safely; each completion also holds its own
+// reference while it runs (HoldSelfLocked).
+void StreamState::ReleaseSelfIfDoneLocked(std::shared_ptr<StreamState>* out) {
+  if (in_flight_ == 0 && DoneLocked()) *out = std::move(keepalive_);
+}
+
+std::string StreamState::RangeContext(uint64_t index) const {
+  if (describe_) return describe_(index);
+  return "reading range " + ranges_[index].ToString() + " (request index " +
+         std::to_string(index) + ") of '" + source_->name() + "'";
+}
+
+void StreamState::FlushStatsLocked() {
+  if (reads_.n != 0) {
+    stats_->RecordReads(reads_.latency.data(), reads_.n, reads_.bytes,
+                        reads_.errors);
+    reads_ = {};
+  }
+  if (unflushed_ == 0 && cancelled_ == 0) return;
+  stats_->RecordDelivered(unflushed_, unflushed_bytes_, cancelled_);
+  limiter_->RecordDelivered(unflushed_, unflushed_bytes_, cancelled_);
+  unflushed_ = 0;
+  unflushed_bytes_ = 0;
+  cancelled_ = 0;
+}
+
+}  // namespace rangeio::detail

@@ -1,0 +1,222 @@
+// scheduler.h (internal) — the completion-driven state machine behind a
+// RangeStream: a rolling window of admitted reads over one source.
+//
+// The limiter grants reads (OnGrant), the source completes them
+// (OnReadDone/OnReadsDone) on its own threads or inline, and the consumer
+// takes results (Next/Poll/NextRaw) in request or completion order. A
+// completion hands its I/O permit back at once, which admits the next read:
+// no batch waits for another. Admission state is O(1) (the limiter's
+// cursor); per-read state lives in at most budget-count slots.
+// scheduler.cc holds the admission and completion side, scheduler_delivery.cc
+// the consumer's.
+//
+// Thread-safety: mu_ guards everything mutable; the limiter and backends call
+// in from their threads, one consumer thread at a time calls Next/Poll.
+// Lifetime: owned by the RangeStream and, while it has work, by itself
+// (keepalive_), so a dropped stream's late completions land safely.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "limiter_core.h"
+#include "mutex.h"
+#include "rangeio/byte_range.h"
+#include "rangeio/options.h"
+#include "rangeio/reader.h"
+#include "rangeio/source.h"
+#include "stats_recorder.h"
+#include "stream/baselines.h"
+#include "stream/stream_base.h"
+#include "stream_poll.h"
+
+namespace rangeio::detail {
+
+class StreamState final : public StreamBase,
+                          public PermitClient,
+                          public ReadSink,
+                          public std::enable_shared_from_this<StreamState> {
+ public:
+  // `describe`, set for the physical reads of a PlannedStream, names a read
+  // by the requested ranges it serves; such a stream leaves counting
+  // deliveries (ranges and logical bytes) to the PlannedStream.
+  StreamState(std::shared_ptr<Source> source,
+              std::shared_ptr<LimiterCore> limiter,
+              std::shared_ptr<StatsRecorder> stats,
+              std::vector<ByteRange> ranges, Delivery delivery,
+              const Options& options,
+              Scheduling scheduling = Scheduling::kRolling,
+              std::function<std::string(uint64_t)> describe = nullptr);
+
+  // Asks the limiter for the first window of reads.
+  void Start() EXCLUDES(mu_);
+
+  // PermitClient.
+  uint64_t CostOf(uint64_t i) const override { return ranges_[i].length; }
+  void OnGrant(uint64_t first, uint64_t n) override EXCLUDES(mu_);
+
+  // ReadSink.
+  void OnReadDone(uint64_t tag, Result<Slice> bytes) override EXCLUDES(mu_);
+  void OnReadsDone(std::span<ReadCompletion> done) override EXCLUDES(mu_);
+
+  // StreamBase.
+  Result<std::optional<RangeResult>> Next() override { return Poll(nullptr); }
+  Result<std::optional<RangeResult>> Poll(bool* pending) override EXCLUDES(mu_);
+  void SetWaker(std::shared_ptr<Waker> waker) override EXCLUDES(mu_);
+  // Stops admission, drops undelivered results (their budget goes back) and
+  // lets in-flight reads return their permits as they complete.
+  void Finish() override EXCLUDES(mu_);
+  size_t size() const override { return ranges_.size(); }
+
+  // Next() for a PlannedStream: the physical result's lease itself. With
+  // `pending` non-null, sets *pending and returns std::nullopt instead of
+  // waiting for a result.
+  Result<std::optional<RawResult>> NextRaw(bool* pending = nullptr)
+      EXCLUDES(mu_);
+
+ private:
+  // A consumer spins at most this many yields before sleeping.
+  static constexpr int kSpins = 64;
+  // Reads one call of Source::Assist may run for a waiting consumer.
+  static constexpr size_t kAssistReads = 8;
+  // Completions handled under one lock (OnReadsDone splits larger batches).
+  static constexpr size_t kCompletionChunk = 32;
+  // Results a stream whose reads complete inline may run ahead of its
+  // consumer before admission pauses (see NoteCompletionLocked).
+  static constexpr uint64_t kInlineBacklog = 8;
+  // Deliveries counted before they are flushed to the stats.
+  static constexpr uint64_t kFlushEvery = 64;
+
+  // Completed reads not yet added to the reader's stats: one lock there per
+  // 64 reads instead of one per read.
+  struct UnflushedReads {
+    std::array<uint64_t, 64> latency;
+    uint32_t n = 0;
+    uint64_t bytes = 0;
+    uint64_t errors = 0;
+    bool full() const { return n == latency.size(); }
+    void Add(uint64_t latency_ns, uint64_t got, bool ok) {
+      latency[n++] = latency_ns;
+      bytes += got;
+      errors += ok ? 0 : 1;
+    }
+  };
+
+  // One cache line: a completion on one thread writes it and the consumer
+  // on another reads it, once per read.
+  struct alignas(64) Slot {
+    enum State { kFree, kInFlight, kDone };
+    State state = kFree;
+    uint64_t index = 0;
+    uint64_t submit_ns = 0;
+    Slice bytes;                    // a result not yet handed out
+    std::unique_ptr<Status> error;  // a failed read's, until delivered
+  };
+  static_assert(sizeof(Slot) == 64);
+
+  // A result taken out of its slot, to be handed out once mu_ is dropped.
+  struct Taken {
+    uint64_t index;
+    uint64_t cost;
+    Slice bytes;
+    bool extend;  // admission was resumed: extend it after unlocking
+  };
+
+  // --- Admission (scheduler.cc) ---
+  bool TakeSlots(uint64_t first, uint64_t k, uint64_t* tags) EXCLUDES(mu_);
+  std::optional<uint64_t> AcquireSlot(uint64_t index) REQUIRES(mu_);
+  void UntakeSlot(uint64_t tag) REQUIRES(mu_);
+  void ReleaseSlot(uint64_t tag) REQUIRES(mu_);
+  void NoteCompletionLocked(bool inline_done) REQUIRES(mu_);
+  bool ResumeLocked() REQUIRES(mu_);
+  void ExtendAdmission() EXCLUDES(mu_);
+
+  // --- Completion ---
+  template <size_t N>
+  void CompleteReads(std::span<ReadCompletion> done) EXCLUDES(mu_);
+  // A slot's index, read without mu_ by the completion of its read.
+  uint64_t CheckLength(ReadCompletion& done) const;
+  uint64_t InFlightIndex(uint64_t tag) const
+      NO_THREAD_SAFETY_ANALYSIS;  // stable while the read is in flight
+  void FileCompletionLocked(ReadCompletion& done, uint64_t latency_ns,
+                            uint64_t* dropped, uint64_t* dropped_bytes)
+      REQUIRES(mu_);
+  bool AfterCompletionsLocked(bool inline_done) REQUIRES(mu_);
+  std::shared_ptr<StreamState> HoldSelfLocked(bool inline_done) REQUIRES(mu_);
+
+  // --- Delivery ---
+  std::optional<uint64_t> ReadyTagLocked() REQUIRES(mu_);
+  Taken TakeResultLocked(uint64_t tag) REQUIRES(mu_);
+  uint64_t TakeErrorLocked(uint64_t tag) REQUIRES(mu_);
+  Result<std::optional<RawResult>> EndLocked() REQUIRES(mu_);
+  RawResult MakeRaw(Taken taken);
+
+  // --- Waiting ---
+  bool AssistLocked() REQUIRES(mu_);
+  void SpinLocked(int* spins) REQUIRES(mu_);
+  void SleepLocked(MutexLock& lk) REQUIRES(mu_);
+  bool StallExpiredLocked(uint64_t now) REQUIRES(mu_);
+  void SleepUntilStallDeadlineLocked(MutexLock& lk, uint64_t now) REQUIRES(mu_);
+
+  // --- State ---
+  void ChangedLocked() REQUIRES(mu_);
+  uint64_t BacklogLocked() const REQUIRES(mu_) {
+    return n_submitted_ - delivered_ - in_flight_;
+  }
+  void ReleaseSelfIfDoneLocked(std::shared_ptr<StreamState>* out) REQUIRES(mu_);
+  bool DoneLocked() const REQUIRES(mu_) {
+    return finished_ || delivered_ == ranges_.size();
+  }
+  bool StalledLocked() const REQUIRES(mu_);
+  Status StallError() const;
+  std::string RangeContext(uint64_t index) const;
+  void FlushStatsLocked() REQUIRES(mu_);
+
+  const std::shared_ptr<Source> source_;
+  const std::shared_ptr<LimiterCore> limiter_;
+  const std::shared_ptr<StatsRecorder> stats_;
+  const std::vector<ByteRange> ranges_;
+  const Delivery delivery_;
+  const bool chunked_;
+  const std::chrono::milliseconds stall_timeout_;
+  const std::function<std::string(uint64_t)> describe_;
+  const bool record_deliveries_;
+
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::vector<Slot> slots_ GUARDED_BY(mu_);
+  std::vector<uint64_t> free_slots_ GUARDED_BY(mu_);  // as-completed
+  std::deque<uint64_t> ready_ GUARDED_BY(mu_);        // as-completed
+  uint64_t in_flight_ GUARDED_BY(mu_) = 0;
+  uint64_t n_submitted_ GUARDED_BY(mu_) = 0;
+  uint64_t delivered_ GUARDED_BY(mu_) = 0;
+  UnflushedReads reads_ GUARDED_BY(mu_);
+  uint64_t unflushed_ GUARDED_BY(mu_) = 0;
+  uint64_t unflushed_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t cancelled_ GUARDED_BY(mu_) = 0;
+  bool finished_ GUARDED_BY(mu_) = false;
+  bool failed_ GUARDED_BY(mu_) = false;       // a read failed
+  bool paused_ GUARDED_BY(mu_) = false;       // see NoteCompletionLocked
+  bool inline_pass_ GUARDED_BY(mu_) = false;  // the pass limit is set
+  bool consumer_waiting_ GUARDED_BY(mu_) = false;
+  int spin_limit_ GUARDED_BY(mu_) = kSpins;
+  // Bumped (under mu_) by every change the consumer may be waiting for;
+  // read without mu_ by its spin.
+  std::atomic<uint64_t> changes_{0};
+  std::shared_ptr<Waker> waker_ GUARDED_BY(mu_);  // may be null
+  // When a stalled consumer gives up (0: not stalled).
+  uint64_t stall_deadline_ GUARDED_BY(mu_) = 0;
+  Status final_status_ GUARDED_BY(mu_);
+  std::shared_ptr<StreamState> keepalive_ GUARDED_BY(mu_);
+};
+
+}  // namespace rangeio::detail
