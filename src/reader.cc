@@ -16,6 +16,7 @@
 
 #include "clock.h"
 #include "limiter_core.h"
+#include "rangeio/local_file.h"
 #include "rangeio/planner.h"
 #include "spin_lock.h"
 #include "stats_recorder.h"

@@ -6,6 +6,7 @@
 // list) or being read (waiters listed); a read that needs a block being read
 // waits for it instead of reading it again.
 #include "rangeio/block_cache.h"
+#include "rangeio/planner.h"
 
 #include <algorithm>
 #include <cstring>

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "rangeio/planner.h"
 #include "spin_lock.h"
 #include "thread_name.h"
 

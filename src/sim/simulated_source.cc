@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "rangeio/planner.h"
 #include "rangeio/sim.h"
 #include "thread_name.h"
 

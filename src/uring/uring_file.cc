@@ -61,6 +61,7 @@
 #include <utility>
 #include <vector>
 
+#include "rangeio/planner.h"
 #include "thread_name.h"
 
 namespace rangeio::detail {
