@@ -268,7 +268,6 @@ Result<Outcome> RunDirect(Layout layout, const std::string& base) {
   Outcome out;
   std::mutex mu;
   std::vector<std::thread> callers;
-  std::atomic<uint64_t> failed{0};
   const auto t0 = Clock::now();
   for (int t = 0; t < kCallers; ++t) {
     callers.emplace_back([&, t] {
