@@ -6,9 +6,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <new>
 #include <vector>
+
+#include "mutex.h"
 
 namespace rangeio::detail {
 namespace {
@@ -116,7 +117,7 @@ class BufferPool {
   size_t IdleBytes() {
     size_t total = 0;
     for (size_t c = 0; c < kSizeClasses; ++c) {
-      std::lock_guard lk(classes_[c].mu);
+      MutexLock lk(classes_[c].mu);
       total += classes_[c].free.size() * ClassBytes(c);
     }
     return total;
@@ -167,7 +168,7 @@ class BufferPool {
   // `out` (the most recent last); returns how many.
   size_t TakeShared(size_t c, Entry* out, size_t max) {
     Class& k = classes_[c];
-    std::lock_guard lk(k.mu);
+    MutexLock lk(k.mu);
     const size_t n = std::min(max, k.free.size());
     std::copy(k.free.end() - static_cast<ptrdiff_t>(n), k.free.end(), out);
     k.free.resize(k.free.size() - n);
@@ -182,7 +183,7 @@ class BufferPool {
     const size_t bytes = ClassBytes(c);
     size_t kept = 0;
     {
-      std::lock_guard lk(k.mu);
+      MutexLock lk(k.mu);
       for (; kept < n; ++kept) {
         if ((k.free.size() + 1) * bytes > PooledIdleCapBytes(c)) break;
         if (idle_bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes >
@@ -197,8 +198,8 @@ class BufferPool {
   }
 
   struct Class {
-    std::mutex mu;
-    std::vector<Entry> free;  // guarded by mu
+    Mutex mu;
+    std::vector<Entry> free GUARDED_BY(mu);
   };
   Class classes_[kSizeClasses];
   // Idle bytes in the shared stacks: reserved before a push, so that

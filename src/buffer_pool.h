@@ -17,22 +17,19 @@
 // beyond that a released buffer is freed.
 //
 // Why 64 large buffers: with C = 64 reads of 1 MiB in flight, the consumer
-// releases results in bursts of tens while new reads start. Kept to two
-// buffers, each burst went back to glibc, whose large blocks are mmapped or
-// trimmed, so the next reads faulted in fresh zeroed pages: 64 O_DIRECT
-// reads of 1 MiB on io_uring (`rangeio bench local`) spent 65% of their CPU
-// in clear_page, and CPU per read fell from 13.3 to 5.2-7.0 CPU s per 100k
-// reads with the larger cap.
+// releases results in bursts of tens while new reads start. With fewer,
+// each burst goes back to glibc, whose large blocks are mmapped or trimmed,
+// so the next reads fault in fresh zeroed pages and spend most of their CPU
+// in clear_page (bench local, 1 MiB O_DIRECT rows).
 //
 // Each thread also keeps a small LIFO cache per class up to 64 KiB, so that
 // a thread that releases buffers and allocates more (a consumer that drops
 // each result while the memory source or the page cache refills its window
-// inline) takes no lock per buffer. With the shared mutex taken twice per
-// buffer and a malloc'd shared_ptr control block, copying 51,200 random
-// 4 KiB ranges into pooled buffers (128 held) took 8.7-10.8 ms more than
-// bare memcpy into 128 fixed buffers (170-210 ns per buffer); with the thread
-// cache and the recycled control block below, within +-1.2 ms of it. A
-// thread's cache holds at most kThreadCacheBuffers buffers and
+// inline) takes no lock per buffer: with it and the recycled control block
+// below, copying into pooled buffers costs about what a bare memcpy into
+// fixed buffers does, where the shared mutex taken twice per buffer and a
+// malloc'd control block cost far more (the copying memory source in bench
+// hot-cache). A thread's cache holds at most kThreadCacheBuffers buffers and
 // kThreadCacheBytesPerClass bytes per class (at least one buffer),
 // kMaxThreadCachedBytes (376 KiB) in all; these are not counted in
 // PooledIdleBytes(). A full or empty cache moves half its capacity to or

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "rangeio/open_source.h"
 #include "rangeio/source.h"
 
 namespace rangeio {

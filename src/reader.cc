@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "limiter_core.h"
+#include "rangeio/local_file.h"
 #include "rangeio/planner.h"
 #include "stats_recorder.h"
 #include "stream/baselines.h"

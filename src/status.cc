@@ -1,6 +1,8 @@
 #include "rangeio/status.h"
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -71,6 +73,14 @@ Status Status::WithContext(std::string_view prefix) const {
   m += ": ";
   m += message_;
   return Status(code_, std::move(m));
+}
+
+void Status::Abort(std::string_view context) const {
+  const std::string text = ToString();
+  std::fprintf(stderr, "rangeio: %.*s: %s\n", static_cast<int>(context.size()),
+               context.data(), text.c_str());
+  std::fflush(stderr);
+  std::abort();
 }
 
 }  // namespace rangeio

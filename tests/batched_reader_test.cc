@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "batch/baselines.h"
 #include "rangeio/batch.h"
 #include "rangeio/rangeio.h"
 #include "support/gated_source.h"
@@ -54,6 +55,17 @@ std::shared_ptr<BatchedReader> Open(std::shared_ptr<Source> s,
   return *b;
 }
 
+// The benchmark's baseline (batch/baselines.h) on one source.
+std::shared_ptr<BatchedReader> OpenSerialized(std::shared_ptr<Source> s,
+                                              BatchOptions bo = {}) {
+  auto reader = Reader::Open(std::move(s), testing::LimitOptions(8));
+  EXPECT_TRUE(reader.ok());
+  auto b =
+      detail::OpenBatchedReader({*reader}, bo, detail::BatchMode::kSerialized);
+  EXPECT_TRUE(b.ok()) << b.status().ToString();
+  return *b;
+}
+
 TEST(BatchedReaderTest, ABatchIsDispatchedWhileAnEarlierOneIsInFlight) {
   auto gated = GatedSource::Make("g", 1 << 20);  // holds every read
   auto batched = Open(gated);
@@ -76,12 +88,11 @@ TEST(BatchedReaderTest, ABatchIsDispatchedWhileAnEarlierOneIsInFlight) {
 TEST(BatchedReaderTest, SerializedModeWaitsForThePreviousBatch) {
   auto gated = GatedSource::Make("g", 1 << 20);
   BatchOptions bo;
-  bo.mode = BatchMode::kSerialized;
   // One dispatcher: r2 and r3 wait in the queue, so they form one batch
   // whatever the timing (with more, the next batch is drained as soon as a
   // request arrives; see SerializedModeDrainsTheNextBatchAtOnce).
   bo.max_dispatchers = 1;
-  auto batched = Open(gated, bo);
+  auto batched = OpenSerialized(gated, bo);
   Results res;
   batched->ReadAsync({0, 100}, res.For(1));
   ASSERT_TRUE(gated->WaitForHeld(1));
@@ -102,9 +113,7 @@ TEST(BatchedReaderTest, SerializedModeWaitsForThePreviousBatch) {
 // for the batch after it. So closed-loop callers form two cohorts.
 TEST(BatchedReaderTest, SerializedModeDrainsTheNextBatchAtOnce) {
   auto gated = GatedSource::Make("g", 1 << 20);
-  BatchOptions bo;
-  bo.mode = BatchMode::kSerialized;
-  auto batched = Open(gated, bo);
+  auto batched = OpenSerialized(gated);
   Results res;
   batched->ReadAsync({0, 100}, res.For(1));
   ASSERT_TRUE(gated->WaitForHeld(1));
@@ -304,9 +313,10 @@ struct MultiSource {
   std::vector<std::shared_ptr<GatedSource>> gates;
   std::shared_ptr<BatchedReader> batched;
 };
-MultiSource OpenMulti(int n, BatchOptions bo = {},
-                      Options o = testing::LimitOptions(8),
-                      GatedSource::Mode mode = GatedSource::Mode::kHold) {
+MultiSource OpenMulti(
+    int n, BatchOptions bo = {}, Options o = testing::LimitOptions(8),
+    GatedSource::Mode mode = GatedSource::Mode::kHold,
+    detail::BatchMode batch_mode = detail::BatchMode::kDispatched) {
   MultiSource m;
   auto limiter = *Limiter::Make(o);
   std::vector<Reader> readers;
@@ -315,7 +325,7 @@ MultiSource OpenMulti(int n, BatchOptions bo = {},
         GatedSource::Make(std::string(1, char('a' + i)), 1 << 20, mode));
     readers.push_back(*Reader::Open(m.gates.back(), o, limiter));
   }
-  auto b = BatchedReader::Open(std::move(readers), bo);
+  auto b = detail::OpenBatchedReader(std::move(readers), bo, batch_mode);
   EXPECT_TRUE(b.ok()) << b.status().ToString();
   m.batched = *b;
   return m;
@@ -419,9 +429,10 @@ TEST(BatchedReaderMultiSourceTest, AnErrorInOneSourceReachesOnlyItsCaller) {
 
 TEST(BatchedReaderMultiSourceTest, SerializedModeWaitsForTheWholeBatch) {
   BatchOptions bo;
-  bo.mode = BatchMode::kSerialized;
   bo.max_dispatchers = 1;  // b's and c's requests queue up as one batch
-  MultiSource m = OpenMulti(3, bo);
+  MultiSource m =
+      OpenMulti(3, bo, testing::LimitOptions(8), GatedSource::Mode::kHold,
+                detail::BatchMode::kSerialized);
   auto ga = m.gates[0], gb = m.gates[1], gc = m.gates[2];
   Results res;
   m.batched->ReadAsync(0, {0, 100}, res.For(1));

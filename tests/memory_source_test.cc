@@ -5,6 +5,7 @@
 #include <memory>
 #include <thread>
 
+#include "rangeio/memory_source.h"
 #include "rangeio/source.h"
 #include "support/collecting_sink.h"
 #include "support/gated_source.h"

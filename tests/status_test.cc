@@ -107,6 +107,21 @@ TEST(ResultTest, HoldsError) {
   EXPECT_EQ(r.status().message(), "gone");
 }
 
+// The API promises no exceptions: reading the value of an error aborts with
+// the status message instead of throwing std::bad_variant_access.
+TEST(ResultDeathTest, ValueOfAnErrorAbortsWithTheMessage) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  Result<int> r = Status::NotFound("object s3://b/k is gone");
+  EXPECT_DEATH((void)r.value(),
+               "Result::value\\(\\) on an error: not found: object "
+               "s3://b/k is gone");
+  const Result<int>& cr = r;
+  EXPECT_DEATH((void)*cr, "not found: object s3://b/k is gone");
+  EXPECT_DEATH((void)std::move(r).value(), "not found");
+  Result<std::string> s = Status::IoError("short read");
+  EXPECT_DEATH((void)s->size(), "I/O error: short read");
+}
+
 TEST(ResultTest, OkStatusBecomesInternalError) {
   Result<int> r = Status::OK();
   ASSERT_FALSE(r.ok());

@@ -1,5 +1,5 @@
-// blob — concurrent callers on shared batching handles (BENCHMARKS.md,
-// issue 6): 64 closed-loop caller threads, each reading 100 KiB blobs,
+// blob — concurrent callers on shared batching handles (issue 6): 64
+// closed-loop caller threads, each reading 100 KiB blobs,
 // through the latency proxy (lognormal, median 24 ms) in front of nginx.
 // "Same source" means every caller's reads go through ONE batching handle
 // (one BatchedReader), "multiple sources" means 8 handles, each shared by 8
@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "batch/baselines.h"
 #include "bench_scenarios.h"
 #include "rangeio/rangeio.h"
 
@@ -175,14 +176,13 @@ bool Check(const std::byte* p, size_t n, int blob) {
          p[n - 1] == SimulatedByteAt(at + n - 1);
 }
 
-Result<Outcome> RunLibrary(Layout layout, BatchMode mode,
+Result<Outcome> RunLibrary(Layout layout, detail::BatchMode mode,
                            const std::string& base) {
   Options o;
   o.io_concurrency = kConcurrency;
   o.planner = PlannerOptions::None();
   RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Limiter> limiter, Limiter::Make(o));
   BatchOptions bo;
-  bo.mode = mode;
   const bool multi =
       layout == Layout::kDedicatedMulti || layout == Layout::kPackedMulti;
   const int n_handles = multi ? kHandles : 1;
@@ -208,8 +208,9 @@ Result<Outcome> RunLibrary(Layout layout, BatchMode mode,
       sources.push_back(s);
       readers.push_back(std::move(r));
     }
-    RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<BatchedReader> b,
-                             BatchedReader::Open(std::move(readers), bo));
+    RANGEIO_ASSIGN_OR_RETURN(
+        std::shared_ptr<BatchedReader> b,
+        detail::OpenBatchedReader(std::move(readers), bo, mode));
     handles.push_back(b);
   }
   Outcome out;
@@ -267,7 +268,6 @@ Result<Outcome> RunDirect(Layout layout, const std::string& base) {
   Outcome out;
   std::mutex mu;
   std::vector<std::thread> callers;
-  std::atomic<uint64_t> failed{0};
   const auto t0 = Clock::now();
   for (int t = 0; t < kCallers; ++t) {
     callers.emplace_back([&, t] {
@@ -370,12 +370,12 @@ Result<Report> RunBlob(const BenchOptions& options) {
   Rounds(options.rounds, cells.size(), [&](size_t k) {
     if (!failure.ok()) return;
     Cell& c = cells[k];
-    Result<Outcome> o = c.mode == 2
-                            ? RunDirect(c.layout, base)
-                            : RunLibrary(c.layout,
-                                         c.mode == 0 ? BatchMode::kSerialized
-                                                     : BatchMode::kDispatched,
-                                         base);
+    Result<Outcome> o =
+        c.mode == 2 ? RunDirect(c.layout, base)
+                    : RunLibrary(c.layout,
+                                 c.mode == 0 ? detail::BatchMode::kSerialized
+                                             : detail::BatchMode::kDispatched,
+                                 base);
     if (!o.ok()) {
       failure = o.status();
       return;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "rangeio/options.h"
+#include "rangeio/open_source.h"
 #include "rangeio/source.h"
 #include "rangeio/status.h"
 

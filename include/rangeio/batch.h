@@ -12,10 +12,9 @@
 // once; the dispatcher then hands results back as they complete, whichever
 // source they come from. A drained batch goes out at once: it never waits
 // for an earlier batch's I/O, nor for more requests to arrive (a request
-// that finds a dispatcher idle goes out immediately). The `serialized` mode,
-// where a batch waits for the whole previous batch, exists only as the
-// benchmark baseline. I/O concurrency and byte backpressure come only from
-// the Readers' Limiter(s); sources that should share a budget share one.
+// that finds a dispatcher idle goes out immediately). I/O concurrency and
+// byte backpressure come only from the Readers' Limiter(s); sources that
+// should share a budget share one.
 //
 // Blobs packed into one object are read through BlobHandles, logical slices
 // of the object that share the handle's batching. An error reaches only the
@@ -51,19 +50,7 @@
 
 namespace rangeio {
 
-enum class BatchMode {
-  // Each drained batch is dispatched at once, whatever is in flight.
-  kDispatched,
-  // Benchmark baseline only (the behaviour Lance fixed in 2026): a drained
-  // batch waits until the previous batch's reads (on every source) have all
-  // completed before its own start; the requests that arrive meanwhile
-  // form the next batch. Closed-loop callers settle into two cohorts whose
-  // batches alternate.
-  kSerialized,
-};
-
 struct BatchOptions {
-  BatchMode mode = BatchMode::kDispatched;
   // Dispatcher threads, each reading one batch at a time: the most batches
   // in progress at once. 0 means the sum of io_concurrency over the
   // sources' distinct limiters (at most 4096): a batch holds at least one

@@ -192,9 +192,8 @@ inline constexpr uint64_t kMaxSplitParts = 1 << 20;
 // which offsets differ), then a dynamic program over the segments: O(s) when
 // runs are short or there is no ratio, O(s log s) (a segment tree) where long
 // runs of small ranges could all share a read; plus O(1) per part of a split
-// range. Memory O(n + reads). Measured on a 2-core VM: 100,000 ranges in
-// ~5 ms when sorted, ~7 ms when shuffled, about half of it first-touching the
-// plan's memory.
+// range. Memory O(n + reads). About half the time of a large plan goes to
+// first-touching the plan's memory.
 Result<Plan> PlanReads(std::span<const ByteRange> ranges,
                        const PlannerOptions& options);
 

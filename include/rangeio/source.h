@@ -7,6 +7,10 @@
 // backend never blocks the caller of Read() on I/O: it owns whatever threads
 // it needs (a pread pool, an io_uring completion thread, a timer thread, ...).
 //
+// The backends live in their own headers: memory_source.h, local_file.h,
+// sim.h, http.h, block_cache.h (a cache in front of any source), and
+// open_source.h (a source by URL or path).
+//
 // Thread-safety: every method may be called concurrently from any thread.
 // Lifetime: a Source outlives every Read it accepted (the scheduler holds a
 // shared_ptr to it while reads are in flight).
@@ -17,15 +21,15 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "rangeio/byte_range.h"
-#include "rangeio/planner.h"
 #include "rangeio/slice.h"
 #include "rangeio/status.h"
 
 namespace rangeio {
+
+struct PlannerOptions;  // rangeio/planner.h
 
 // One finished read, as a batch hands it over (ReadSink::OnReadsDone).
 struct ReadCompletion {
@@ -89,10 +93,9 @@ class Source {
 
   // How a Reader plans reads of this source unless Options::planner says
   // otherwise: the preset that suits the storage behind it. The default,
-  // PlannerOptions::None(), reads each range as requested.
-  virtual PlannerOptions DefaultPlannerOptions() const {
-    return PlannerOptions::None();
-  }
+  // PlannerOptions::None(), reads each range as requested. Callers include
+  // rangeio/planner.h to use the result.
+  virtual PlannerOptions DefaultPlannerOptions() const;
 
   // Hands out, at once and with no I/O, the ranges this source already holds
   // in memory (a cache in front of it): sets (*out)[i] for each range i it
@@ -126,123 +129,5 @@ class Source {
   // May include running counters. The default says nothing (empty).
   virtual std::string Describe() const { return {}; }
 };
-
-// --- Backends -------------------------------------------------------------
-
-// Bytes in memory. `data` is shared, never copied at construction. With
-// zero_copy, reads complete inline with Slices of `data` itself; without it,
-// each read copies its bytes into a new buffer (what a backend that owns its
-// buffers costs, and the baseline for the zero-copy path).
-std::shared_ptr<Source> MakeMemorySource(std::string name, Slice data,
-                                         bool zero_copy = true);
-
-// How a local file is read (LocalFileOptions::engine).
-enum class LocalEngine {
-  kAuto,   // the measured default (DefaultLocalEngine), falling back to the
-           // pread pool when io_uring cannot be set up
-  kPread,  // pread on a pool of blocking threads
-  kUring,  // io_uring: one ring and one completion thread per open file
-};
-
-// "auto", "pread", "uring".
-std::string_view LocalEngineName(LocalEngine engine);
-// The inverse of LocalEngineName; InvalidArgument naming `name` and the
-// valid names otherwise.
-Result<LocalEngine> ParseLocalEngine(std::string_view name);
-
-struct LocalFileOptions {
-  // Reads this source runs at once: the threads of the pread pool (each
-  // blocks in one pread), or the queue depth of the io_uring ring (reads in
-  // the kernel at once; more wait in the source's queue). Sized like the
-  // limiter's io_concurrency (Reader::OpenFile passes it); more would only
-  // sit idle. Valid 1..4096.
-  uint32_t threads = 64;
-  // Try each buffered read inline with preadv2(RWF_NOWAIT) first: a
-  // page-cache hit then completes on the calling thread with no hand-off; a
-  // miss (EAGAIN) goes to the pool or the ring. Never with `direct` (a
-  // direct read has no cache to hit; it would block the caller), nor on the
-  // io_uring thread itself (its next io_uring_enter does the read for less).
-  // Measured by `rangeio bench hot-cache` (row page-cache). On a cold file
-  // a miss costs one failed preadv2 call: with and without it, alternating
-  // runs of cold 4 KiB reads showed no difference beyond the noise.
-  bool try_inline = true;
-  // The pread pool's helper threads that share page-cache hits with the
-  // caller's thread (with try_inline, buffered): while reads keep hitting
-  // the cache, each is queued instead of read inline, and the helpers and
-  // any consumer that would otherwise wait for a result (Source::Assist)
-  // take them a batch at a time; when most of a batch misses, reads go back
-  // to the inline attempt first. Unset: one per core beyond the caller's, at
-  // most `threads` (none on one core). 0: every hit inline on the thread that
-  // issues it. Started when a batch waits and none is free; each polls briefly,
-  // then sleeps, when there is nothing to run, and reads through its own open
-  // file description of the file (one description's reference count,
-  // shared by threads, costs a cache-line transfer per read). The io_uring
-  // engine ignores it. Valid 0..4096.
-  std::optional<uint32_t> hit_threads;
-  // The engine. kAuto resolves to DefaultLocalEngine(direct): io_uring for
-  // O_DIRECT, the pread pool for buffered reads, for the measurements given
-  // there. If the kernel refuses a ring (EPERM under a
-  // seccomp filter or kernel.io_uring_disabled, ENOSYS before Linux 5.1,
-  // ENOMEM under a tight RLIMIT_MEMLOCK), kAuto reads the file with the
-  // pread pool instead and Describe() says why; an explicit kUring fails to
-  // open, naming the cause. Asking for io_uring never silently gives
-  // something slower.
-  LocalEngine engine = LocalEngine::kAuto;
-  // Open with O_DIRECT: reads bypass the page cache and go to the device in
-  // buffers aligned to its direct-I/O alignment (statx STATX_DIOALIGN).
-  // Each range is widened to aligned bounds, read whole, and handed back as
-  // a sub-slice of that buffer (no copy); the buffer may hold up to two
-  // alignment blocks more than the range, beyond the response budget's
-  // count. With io_uring, reads of 64 KiB..1 MiB go into registered
-  // buffers when one is free (pinned once instead of on every read: +70%
-  // bandwidth at 1 MiB here): up to `threads` buffers of 1 MiB, pinned
-  // while the file is open or a caller holds a slice of one. Opening fails
-  // with InvalidArgument naming the file when its file system does not
-  // support O_DIRECT. Default false: a buffered read that hits the page
-  // cache costs ~1 us, a direct read always goes to the device.
-  bool direct = false;
-};
-
-// The engine kAuto picks: io_uring for O_DIRECT files, the pread pool (with
-// its inline preadv2 attempt) for buffered ones. Measured here (2-core VM,
-// virtio disk, ext4, Linux 6.18) with `rangeio bench local` (ten runs on
-// 2026-11-30, most on a shared machine; README "Measured figures") and
-// `rangeio bench hot-cache`, at C = 64:
-// - O_DIRECT, io_uring ahead: after the ring thread began submitting every
-//   4 completion callbacks (uring_file.cc, kEagerSubmitEvery), 4 KiB reads
-//   ran at 88-111k against 84-102k IOPS for 0.34-0.69 against 0.64-1.32
-//   CPU s per 100k reads, and 1 MiB reads at 1.3-1.7x the bandwidth
-//   (registered buffers) for a third of the CPU;
-// - buffered and cold, the pool ahead: 4 KiB reads at 59-79k against
-//   40-82k IOPS (ahead in 5 runs of 6): one ring thread sets up every
-//   page-cache miss, where 64 pool threads spread that work; 1 MiB reads
-//   mixed (ahead in 4 runs of 6);
-// - buffered and in the page cache (bench hot-cache), the pool ahead: the
-//   caller's thread and a helper share the hits (hit_threads), 55.9-57.3
-//   ms for 51,200 reads against 163-177 ms through the ring thread (medians
-//   of three runs).
-constexpr LocalEngine DefaultLocalEngine(bool direct) {
-  return direct ? LocalEngine::kUring : LocalEngine::kPread;
-}
-
-// A local file read by the engine `options` chooses. Fails before any read
-// with NotFound / PermissionDenied / InvalidArgument (a directory, a bad
-// option, O_DIRECT unsupported) naming `path`.
-Result<std::shared_ptr<Source>> OpenLocalFile(
-    const std::string& path, const LocalFileOptions& options = {});
-
-// Options of every backend OpenSource may choose; each uses its own member.
-struct SourceOptions {
-  LocalFileOptions local;  // plain paths and file:// URLs
-};
-
-// Opens a source by URL or path, the one place names become backends:
-// - a plain path ("data/a.bin", "/tmp/a.bin"): a local file;
-// - "file:///abs/path" or "file://localhost/abs/path": a local file, with
-//   %XX escapes decoded ("file:///a%20b" is "/a b").
-// Any other scheme, a file:// URL naming another host, a relative or empty
-// file:// path, or a bad escape is InvalidArgument naming the URL.
-Result<std::shared_ptr<Source>> OpenSource(std::string_view url_or_path,
-                                           const SourceOptions& options = {});
 
 }  // namespace rangeio

@@ -8,7 +8,6 @@
 // Thread-safety: values; copy freely, share const references across threads.
 #pragma once
 
-#include <cassert>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -74,6 +73,10 @@ class [[nodiscard]] Status {
   // Returns a copy whose message is "<prefix>: <message>".
   Status WithContext(std::string_view prefix) const;
 
+  // Prints "<context>: <ToString()>" to stderr and aborts the process: for
+  // a broken precondition (see Result::value), never for an I/O error.
+  [[noreturn]] void Abort(std::string_view context) const;
+
   friend bool operator==(const Status& a, const Status& b) {
     return a.code_ == b.code_ && a.message_ == b.message_;
   }
@@ -85,13 +88,14 @@ class [[nodiscard]] Status {
 
 // A value of type T or an error. Construct from a T (success) or from a
 // non-OK Status (failure); constructing from an OK Status is a bug and turns
-// into an Internal error.
+// into an Internal error. Reading the value of an error is a bug too: it
+// aborts with the status message (as Arrow's ValueOrDie), it never throws.
 template <typename T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
-    if (std::get<Status>(v_).ok()) {
+    if (std::get_if<Status>(&v_)->ok()) {
       v_ = Status::Internal("Result constructed from an OK Status");
     }
   }
@@ -99,12 +103,12 @@ class [[nodiscard]] Result {
   bool ok() const { return std::holds_alternative<T>(v_); }
   const Status& status() const {
     static const Status kOk;
-    return ok() ? kOk : std::get<Status>(v_);
+    return ok() ? kOk : *std::get_if<Status>(&v_);
   }
-  // Precondition: ok().
-  T& value() & { return std::get<T>(v_); }
-  const T& value() const& { return std::get<T>(v_); }
-  T&& value() && { return std::get<T>(std::move(v_)); }
+  // Precondition: ok(); on an error, prints the status and aborts.
+  T& value() & { return *CheckedValue(); }
+  const T& value() const& { return *CheckedValue(); }
+  T&& value() && { return std::move(*CheckedValue()); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T&& operator*() && { return std::move(*this).value(); }
@@ -112,6 +116,15 @@ class [[nodiscard]] Result {
   const T* operator->() const { return &value(); }
 
  private:
+  T* CheckedValue() {
+    if (T* v = std::get_if<T>(&v_)) return v;
+    std::get_if<Status>(&v_)->Abort("Result::value() on an error");
+  }
+  const T* CheckedValue() const {
+    if (const T* v = std::get_if<T>(&v_)) return v;
+    std::get_if<Status>(&v_)->Abort("Result::value() on an error");
+  }
+
   std::variant<T, Status> v_;
 };
 

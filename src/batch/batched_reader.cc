@@ -9,26 +9,31 @@
 // is started before any is consumed, and the dispatcher hands each result to
 // its request's callback as it arrives: the streams share a Waker and the
 // dispatcher polls them all, sleeping only when none has anything new. In
-// serialized mode (the benchmark's baseline) a drained batch starts only
-// once the previous one has finished on every source.
+// serialized mode (the benchmark's baseline, batch/baselines.h) a drained
+// batch starts only once the previous one has finished on every source.
 //
 // The threads share a Core with the handle; destroying the handle stops
 // them once the queue is empty (every callback still runs exactly once).
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
+#include "batch/baselines.h"
+#include "mutex.h"
 #include "rangeio/batch.h"
 #include "stream_poll.h"
 #include "thread_name.h"
 
 namespace rangeio {
 namespace {
+
+using detail::BatchMode;
+using detail::CondVar;
+using detail::Mutex;
+using detail::MutexLock;
 
 struct Request {
   size_t source;
@@ -43,52 +48,52 @@ constexpr std::chrono::milliseconds kStallCheck{50};
 
 class Core : public std::enable_shared_from_this<Core> {
  public:
-  Core(std::vector<Reader> readers, BatchOptions options,
+  Core(std::vector<Reader> readers, BatchOptions options, BatchMode mode,
        uint32_t max_dispatchers)
       : readers_(std::move(readers)),
         options_(options),
+        mode_(mode),
         max_dispatchers_(max_dispatchers),
         last_batch_of_(readers_.size(), 0) {}
 
-  void Enqueue(Request r) {
-    std::unique_lock lk(mu_);
+  void Enqueue(Request r) EXCLUDES(mu_) {
+    MutexLock lk(mu_);
     ++stats_.requests;
     pending_.push_back(std::move(r));
-    if (options_.mode == BatchMode::kDispatched && !starting_ &&
-        idle_ > claimed_) {
+    if (mode_ == BatchMode::kDispatched && !starting_ && idle_ > claimed_) {
       // A dispatcher is idle: the batch's reads start here and now, and the
       // dispatcher, woken meanwhile, only hands the results back. Waking it
-      // first put its scheduling delay (p99 2-8 ms in bench blob on a busy
-      // 2-core machine) before every read.
+      // first put its scheduling delay before every read (bench blob, on a
+      // busy machine).
       ++claimed_;
       starting_ = true;
       Started started;
       started.batch = TakeBatchLocked();
-      lk.unlock();
+      lk.Unlock();
       started.groups = Start(started.batch);
-      lk.lock();
+      lk.Lock();
       starting_ = false;
       started_.push_back(std::move(started));
     }
     WakeOrSpawnLocked();
   }
 
-  void Reject() {
-    std::lock_guard lk(mu_);
+  void Reject() EXCLUDES(mu_) {
+    MutexLock lk(mu_);
     ++stats_.requests;
     ++stats_.rejected;
   }
 
   // Lets the dispatchers finish the queue and exit; joins them unless called
   // on one of them (a callback dropped the last handle), which then detaches.
-  void Stop() {
+  void Stop() EXCLUDES(mu_) {
     std::vector<std::thread> threads;
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       stop_ = true;
       threads.swap(threads_);
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     for (std::thread& t : threads) {
       if (t.get_id() == std::this_thread::get_id()) {
         t.detach();
@@ -98,8 +103,8 @@ class Core : public std::enable_shared_from_this<Core> {
     }
   }
 
-  BatchStats GetStats() const {
-    std::lock_guard lk(mu_);
+  BatchStats GetStats() const EXCLUDES(mu_) {
+    MutexLock lk(mu_);
     return stats_;
   }
   const Reader& reader(size_t source) const { return readers_[source]; }
@@ -124,18 +129,20 @@ class Core : public std::enable_shared_from_this<Core> {
   // Serialized mode drains the next batch while the previous one is in
   // flight, and holds it until that one has finished: at most one batch
   // reading and one drained batch waiting, as the old Lance scheduler had.
-  bool CanTakeLocked() const {
+  bool CanTakeLocked() const REQUIRES(mu_) {
     return !pending_.empty() &&
-           (options_.mode == BatchMode::kDispatched || !serial_waiting_);
+           (mode_ == BatchMode::kDispatched || !serial_waiting_);
   }
-  bool HasWorkLocked() const { return !started_.empty() || CanTakeLocked(); }
+  bool HasWorkLocked() const REQUIRES(mu_) {
+    return !started_.empty() || CanTakeLocked();
+  }
 
   // Wakes an idle dispatcher not already promised to a started batch, or
   // starts one, when there is work for it.
-  void WakeOrSpawnLocked() {
+  void WakeOrSpawnLocked() REQUIRES(mu_) {
     if (!HasWorkLocked()) return;
     if (idle_ > claimed_ || (idle_ > 0 && !started_.empty())) {
-      cv_.notify_one();
+      cv_.NotifyOne();
     } else if (threads_.size() < max_dispatchers_) {
       threads_.emplace_back([self = shared_from_this()] {
         detail::NameThisThread("rio-batch");
@@ -145,7 +152,7 @@ class Core : public std::enable_shared_from_this<Core> {
   }
 
   // Takes up to max_batch_requests queued requests as the next batch.
-  std::vector<Request> TakeBatchLocked() {
+  std::vector<Request> TakeBatchLocked() REQUIRES(mu_) {
     std::vector<Request> batch;
     const size_t n =
         std::min<size_t>(pending_.size(), options_.max_batch_requests);
@@ -166,30 +173,32 @@ class Core : public std::enable_shared_from_this<Core> {
     return batch;
   }
 
-  void Work() {
-    std::unique_lock lk(mu_);
+  // What a dispatcher waits for. An idle dispatcher owed to a batch a
+  // caller is starting does not take queued requests: that batch's results,
+  // holding response budget, would then wait for a dispatcher to be free.
+  bool DispatcherHasWorkLocked() const REQUIRES(mu_) {
+    return !started_.empty() || (CanTakeLocked() && idle_ > claimed_) ||
+           (stop_ && pending_.empty() && started_.empty());
+  }
+
+  void Work() EXCLUDES(mu_) {
+    MutexLock lk(mu_);
     for (;;) {
       ++idle_;
-      // An idle dispatcher owed to a batch a caller is starting does not
-      // take queued requests: that batch's results, holding response
-      // budget, would then wait for a dispatcher to be free.
-      cv_.wait(lk, [&] {
-        return !started_.empty() || (CanTakeLocked() && idle_ > claimed_) ||
-               (stop_ && pending_.empty() && started_.empty());
-      });
+      while (!DispatcherHasWorkLocked()) cv_.Wait(lk);
       --idle_;
       if (!started_.empty()) {
         Started s = std::move(started_.front());
         started_.pop_front();
         --claimed_;
-        lk.unlock();
+        lk.Unlock();
         Finish(s.batch, s.groups);
-        lk.lock();
+        lk.Lock();
         continue;
       }
       if (!CanTakeLocked()) return;  // stopped, queue empty
       std::vector<Request> batch = TakeBatchLocked();
-      const bool serialized = options_.mode == BatchMode::kSerialized;
+      const bool serialized = mode_ == BatchMode::kSerialized;
       if (serialized) {
         // The drained batch waits for the previous batch's I/O; once it
         // starts, the requests queued meanwhile (the previous batch's
@@ -197,21 +206,21 @@ class Core : public std::enable_shared_from_this<Core> {
         // batch. So callers settle into two cohorts whose batches
         // alternate, each waiting for the other's slowest read.
         serial_waiting_ = true;
-        cv_.wait(lk, [&] { return !serial_busy_; });
+        while (serial_busy_) cv_.Wait(lk);
         serial_waiting_ = false;
         serial_busy_ = true;
         WakeOrSpawnLocked();
       }
       // More queued than one batch takes: another dispatcher may start on
       // the rest now.
-      if (!pending_.empty() && idle_ > claimed_) cv_.notify_one();
-      lk.unlock();
+      if (!pending_.empty() && idle_ > claimed_) cv_.NotifyOne();
+      lk.Unlock();
       std::vector<Group> groups = Start(batch);
       Finish(batch, groups);
-      lk.lock();
+      lk.Lock();
       if (serialized) {
         serial_busy_ = false;
-        cv_.notify_all();
+        cv_.NotifyAll();
       }
     }
   }
@@ -248,7 +257,8 @@ class Core : public std::enable_shared_from_this<Core> {
   }
 
   // Hands every result of a started batch to its caller.
-  void Finish(std::vector<Request>& batch, std::vector<Group>& groups) {
+  void Finish(std::vector<Request>& batch, std::vector<Group>& groups)
+      EXCLUDES(mu_) {
     std::vector<bool> delivered(batch.size());
     auto deliver = [&](const Group& g, RangeResult r) {
       const size_t i = g.members[r.index];
@@ -261,7 +271,7 @@ class Core : public std::enable_shared_from_this<Core> {
     for (size_t i = 0; i < batch.size(); ++i) {
       if (delivered[i]) continue;
       {
-        std::lock_guard lk(mu_);
+        MutexLock lk(mu_);
         ++stats_.retried_singly;
       }
       batch[i].done(ReadOne(batch[i].source, batch[i].range));
@@ -318,20 +328,21 @@ class Core : public std::enable_shared_from_this<Core> {
 
   const std::vector<Reader> readers_;
   const BatchOptions options_;
+  const BatchMode mode_;
   const uint32_t max_dispatchers_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Request> pending_;  // GUARDED_BY(mu_)
-  std::deque<Started> started_;  // GUARDED_BY(mu_)
-  size_t claimed_ = 0;     // GUARDED_BY(mu_): idle dispatchers owed to started_
-  bool starting_ = false;  // GUARDED_BY(mu_): a caller is starting a batch
-  std::vector<std::thread> threads_;     // GUARDED_BY(mu_)
-  std::vector<uint64_t> last_batch_of_;  // GUARDED_BY(mu_), per source
-  size_t idle_ = 0;                      // GUARDED_BY(mu_)
-  bool serial_busy_ = false;             // GUARDED_BY(mu_): a batch is reading
-  bool serial_waiting_ = false;  // GUARDED_BY(mu_): a drained batch waits
-  bool stop_ = false;            // GUARDED_BY(mu_)
-  BatchStats stats_;             // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::deque<Request> pending_ GUARDED_BY(mu_);
+  std::deque<Started> started_ GUARDED_BY(mu_);
+  size_t claimed_ GUARDED_BY(mu_) = 0;     // idle dispatchers owed to started_
+  bool starting_ GUARDED_BY(mu_) = false;  // a caller is starting a batch
+  std::vector<std::thread> threads_ GUARDED_BY(mu_);
+  std::vector<uint64_t> last_batch_of_ GUARDED_BY(mu_);  // per source
+  size_t idle_ GUARDED_BY(mu_) = 0;
+  bool serial_busy_ GUARDED_BY(mu_) = false;     // a batch is reading
+  bool serial_waiting_ GUARDED_BY(mu_) = false;  // a drained batch waits
+  bool stop_ GUARDED_BY(mu_) = false;
+  BatchStats stats_ GUARDED_BY(mu_);
 };
 
 class BatchedReaderImpl final : public BatchedReader {
@@ -395,11 +406,6 @@ Status BatchOptions::Validate() const {
                                    std::to_string(max_batch_requests) +
                                    " is invalid: valid 1..1048576");
   }
-  if (mode != BatchMode::kDispatched && mode != BatchMode::kSerialized) {
-    return Status::InvalidArgument(
-        "BatchOptions.mode=" + std::to_string(static_cast<int>(mode)) +
-        " is invalid: valid dispatched, serialized");
-  }
   return Status::OK();
 }
 
@@ -412,6 +418,12 @@ Result<std::shared_ptr<BatchedReader>> BatchedReader::Open(
 
 Result<std::shared_ptr<BatchedReader>> BatchedReader::Open(
     std::vector<Reader> readers, const BatchOptions& options) {
+  return detail::OpenBatchedReader(std::move(readers), options,
+                                   BatchMode::kDispatched);
+}
+
+Result<std::shared_ptr<BatchedReader>> detail::OpenBatchedReader(
+    std::vector<Reader> readers, const BatchOptions& options, BatchMode mode) {
   RANGEIO_RETURN_NOT_OK(options.Validate());
   if (readers.empty()) {
     return Status::InvalidArgument("BatchedReader::Open: no source given");
@@ -437,7 +449,8 @@ Result<std::shared_ptr<BatchedReader>> BatchedReader::Open(
       options.max_dispatchers != 0
           ? options.max_dispatchers
           : static_cast<uint32_t>(std::min<uint64_t>(concurrency, 4096));
-  auto core = std::make_shared<Core>(std::move(readers), options, dispatchers);
+  auto core =
+      std::make_shared<Core>(std::move(readers), options, mode, dispatchers);
   return std::shared_ptr<BatchedReader>(
       std::make_shared<BatchedReaderImpl>(std::move(core), std::move(sizes)));
 }

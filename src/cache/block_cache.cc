@@ -10,12 +10,16 @@
 #include <algorithm>
 #include <cstring>
 #include <list>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "mutex.h"
+#include "rangeio/planner.h"
+
 namespace rangeio {
 namespace {
+
+using detail::MutexLock;
 
 constexpr uint64_t kMaxCapacity = 1ull << 40;
 
@@ -71,32 +75,34 @@ class BlockCacheImpl final : public BlockCache {
  public:
   explicit BlockCacheImpl(const BlockCacheOptions& o) : options_(o) {}
 
-  BlockCacheStats GetStats() const override {
-    std::lock_guard lk(mu_);
+  BlockCacheStats GetStats() const override EXCLUDES(mu_) {
+    MutexLock lk(mu_);
     return stats_;
   }
   const BlockCacheOptions& options() const override { return options_; }
-  void Clear() override {
-    std::lock_guard lk(mu_);
+  void Clear() override EXCLUDES(mu_) {
+    MutexLock lk(mu_);
     for (const BlockKey& k : lru_) map_.erase(k);
     lru_.clear();
     stats_.bytes_cached = 0;
     stats_.blocks_cached = 0;
   }
 
-  uint64_t Intern(const std::string& identity) {
-    std::lock_guard lk(mu_);
+  uint64_t Intern(const std::string& identity) EXCLUDES(mu_) {
+    MutexLock lk(mu_);
     auto [it, added] = ids_.try_emplace(identity, ids_.size());
     return it->second;
   }
 
   // The blocks of `range` if all are cached (marking them recently used).
-  std::optional<Slice> Lookup(uint64_t source, const ByteRange& range) {
-    std::lock_guard lk(mu_);
+  std::optional<Slice> Lookup(uint64_t source, const ByteRange& range)
+      EXCLUDES(mu_) {
+    MutexLock lk(mu_);
     return LookupLocked(source, range);
   }
 
-  std::optional<Slice> LookupLocked(uint64_t source, const ByteRange& range) {
+  std::optional<Slice> LookupLocked(uint64_t source, const ByteRange& range)
+      REQUIRES(mu_) {
     const uint64_t b0 = range.offset / options_.block_bytes;
     const uint64_t b1 = (range.end() - 1) / options_.block_bytes;
     std::vector<Slice> blocks;
@@ -122,8 +128,8 @@ class BlockCacheImpl final : public BlockCache {
   };
   std::vector<Fetch> Claim(uint64_t source,
                            const std::shared_ptr<PendingRead>& p,
-                           std::optional<Slice>* hit) {
-    std::lock_guard lk(mu_);
+                           std::optional<Slice>* hit) EXCLUDES(mu_) {
+    MutexLock lk(mu_);
     if ((*hit = LookupLocked(source, p->range))) return {};
     const uint64_t b0 = p->first_block;
     const uint64_t b1 = (p->range.end() - 1) / options_.block_bytes;
@@ -164,7 +170,8 @@ class BlockCacheImpl final : public BlockCache {
   // lock.
   std::vector<std::shared_ptr<PendingRead>> Fill(uint64_t source,
                                                  uint64_t first, uint64_t n,
-                                                 const Result<Slice>& bytes) {
+                                                 const Result<Slice>& bytes)
+      EXCLUDES(mu_) {
     // One buffer per block, so that the byte budget counts what is held.
     std::vector<Slice> copies;
     if (bytes.ok()) {
@@ -177,7 +184,7 @@ class BlockCacheImpl final : public BlockCache {
       }
     }
     std::vector<std::shared_ptr<PendingRead>> done;
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     for (uint64_t k = 0; k < n; ++k) {
       auto it = map_.find({source, first + k});
       std::vector<std::shared_ptr<PendingRead>> waiters =
@@ -208,8 +215,8 @@ class BlockCacheImpl final : public BlockCache {
     return done;
   }
 
-  void CountBypass() {
-    std::lock_guard lk(mu_);
+  void CountBypass() EXCLUDES(mu_) {
+    MutexLock lk(mu_);
     ++stats_.bypassed;
   }
 
@@ -221,9 +228,9 @@ class BlockCacheImpl final : public BlockCache {
     std::vector<std::shared_ptr<PendingRead>> waiters;
   };
 
-  void Touch(Entry& e) { lru_.splice(lru_.begin(), lru_, e.lru); }
+  void Touch(Entry& e) REQUIRES(mu_) { lru_.splice(lru_.begin(), lru_, e.lru); }
 
-  void EvictLocked() {
+  void EvictLocked() REQUIRES(mu_) {
     while (stats_.bytes_cached > options_.capacity_bytes && !lru_.empty()) {
       auto it = map_.find(lru_.back());
       stats_.bytes_cached -= it->second.bytes.size();
@@ -235,11 +242,11 @@ class BlockCacheImpl final : public BlockCache {
   }
 
   const BlockCacheOptions options_;
-  mutable std::mutex mu_;
-  std::unordered_map<BlockKey, Entry, BlockKeyHash> map_;  // GUARDED_BY(mu_)
-  std::list<BlockKey> lru_;  // GUARDED_BY(mu_), most recent first
-  std::unordered_map<std::string, uint64_t> ids_;  // GUARDED_BY(mu_)
-  BlockCacheStats stats_;                          // GUARDED_BY(mu_)
+  mutable detail::Mutex mu_;
+  std::unordered_map<BlockKey, Entry, BlockKeyHash> map_ GUARDED_BY(mu_);
+  std::list<BlockKey> lru_ GUARDED_BY(mu_);  // most recent first
+  std::unordered_map<std::string, uint64_t> ids_ GUARDED_BY(mu_);
+  BlockCacheStats stats_ GUARDED_BY(mu_);
 };
 
 class CachedSource;
@@ -324,9 +331,7 @@ class CachedSource final : public Source {
   }
 
   // The inner source's queued work (page-cache hits) is the cache's too.
-  size_t Assist(size_t max_reads) override {
-    return inner_->Assist(max_reads);
-  }
+  size_t Assist(size_t max_reads) override { return inner_->Assist(max_reads); }
 
   void Read(ByteRange range, ReadSink* sink, uint64_t tag) override {
     if (range.length == 0) {

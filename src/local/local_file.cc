@@ -5,6 +5,7 @@
 
 #include "local/local_read.h"
 #include "local/pread_file.h"
+#include "rangeio/local_file.h"
 #include "rangeio/source.h"
 #include "uring/uring_file.h"
 

@@ -132,8 +132,7 @@ bool TryReadNowait(const FileHandle& file, LocalRead& r, Result<Slice>* out,
 // be the same file; -1 when it cannot be had. Buffered only. Threads that
 // each read through their own description do not share its reference
 // count: preads of one description from two threads bounce that count's
-// cache line between their cores on every call (two threads reading cached
-// 4 KiB pages measured 6-8% faster with a description each).
+// cache line between their cores on every call (bench hot-cache).
 int ReopenDescription(const FileHandle& file);
 
 // One non-blocking attempt with preadv2(RWF_NOWAIT) on the calling thread,

@@ -8,15 +8,14 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "spin_lock.h"
+#include "mutex.h"
+#include "rangeio/planner.h"
 #include "thread_name.h"
 
 namespace rangeio::detail {
@@ -47,8 +46,9 @@ class PreadPool : public std::enable_shared_from_this<PreadPool> {
   static constexpr size_t kHitBatch = 16;
 
   // Queues `reads` for `sink` under one lock. None is empty.
-  void SubmitHits(std::span<const ReadRequest> reads, ReadSink* sink) {
-    auto lk = LockSpinning(hit_mu_);
+  void SubmitHits(std::span<const ReadRequest> reads, ReadSink* sink)
+      EXCLUDES(hit_mu_) {
+    MutexLock lk(hit_mu_, MutexLock::Spin::kYes);
     for (const ReadRequest& r : reads) hits_.push_back({r.range, sink, r.tag});
     queued_.store(hits_.size(), std::memory_order_relaxed);
     if (tls_helper_of == this) return;  // a helper: it takes it next
@@ -62,15 +62,17 @@ class PreadPool : public std::enable_shared_from_this<PreadPool> {
       return;
     }
     const bool wake = hit_sleeping_ > 0 && hits_.size() > hit_polling_;
-    lk.unlock();
-    if (wake) hit_cv_.notify_one();
+    lk.Unlock();
+    if (wake) hit_cv_.NotifyOne();
   }
 
   // Runs up to `max` queued hits on this thread; returns how many.
-  size_t RunHits(size_t max) {
+  size_t RunHits(size_t max) EXCLUDES(hit_mu_) {
     if (queued_.load(std::memory_order_relaxed) == 0) return 0;
-    auto lk = LockSpinning(hit_mu_);
-    return RunHitsLocked(lk, max);
+    MutexLock lk(hit_mu_, MutexLock::Spin::kYes);
+    const HitBatch batch = TakeHitsLocked(max);
+    lk.Unlock();
+    return RunTakenHits(batch);
   }
 
   // False once a batch of queued hits mostly missed the page cache.
@@ -84,36 +86,36 @@ class PreadPool : public std::enable_shared_from_this<PreadPool> {
   }
   uint32_t max_hit_threads() const { return max_hit_threads_; }
 
-  void Submit(LocalRead task) {
-    std::unique_lock lk(mu_);
+  void Submit(LocalRead task) EXCLUDES(mu_) {
+    MutexLock lk(mu_);
     queue_.push_back(std::move(task));
     if (polling_ + sleeping_ >= queue_.size()) {
       // Polling workers take tasks without a wake-up; a sleeper is woken
       // for every task beyond them, so blocking preads run side by side.
       const bool wake = queue_.size() > polling_;
-      lk.unlock();
-      if (wake) cv_.notify_one();
+      lk.Unlock();
+      if (wake) cv_.NotifyOne();
       return;
     }
     if (threads_.size() < max_threads_) StartWorkerLocked();
   }
 
-  void Shutdown() {
+  void Shutdown() EXCLUDES(mu_, hit_mu_) {
     std::vector<std::thread> threads;
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       stop_ = true;
       threads.swap(threads_);
     }
     {
-      std::lock_guard lk(hit_mu_);
+      MutexLock lk(hit_mu_);
       hit_stop_ = true;
       hit_stop_seen_.store(true, std::memory_order_relaxed);
       for (std::thread& t : hit_threads_) threads.push_back(std::move(t));
       hit_threads_.clear();
     }
-    cv_.notify_all();
-    hit_cv_.notify_all();
+    cv_.NotifyAll();
+    hit_cv_.NotifyAll();
     for (std::thread& t : threads) {
       if (t.get_id() == std::this_thread::get_id()) {
         t.detach();
@@ -146,38 +148,50 @@ class PreadPool : public std::enable_shared_from_this<PreadPool> {
   uint32_t max_threads() const { return max_threads_; }
 
  private:
-  void StartWorkerLocked() {
+  // A queued hit: what Read was given, 32 bytes.
+  struct Hit {
+    ByteRange range;
+    ReadSink* sink = nullptr;
+    uint64_t tag = 0;
+  };
+  // Hits taken off the queue to run without the lock.
+  struct HitBatch {
+    std::array<Hit, kHitBatch> hits;
+    size_t n = 0;
+  };
+
+  void StartWorkerLocked() REQUIRES(mu_) {
     threads_.emplace_back([self = shared_from_this()] {
       NameThisThread("rio-pread");
       self->Work();
     });
   }
 
-  void Work() {
-    std::unique_lock lk(mu_);
+  void Work() EXCLUDES(mu_) {
+    MutexLock lk(mu_);
     for (;;) {
       ++polling_;
       for (int i = 0; queue_.empty() && !stop_ && i < kPolls; ++i) {
-        lk.unlock();
+        lk.Unlock();
         std::this_thread::yield();
-        lk.lock();
+        lk.Lock();
       }
       --polling_;
       while (queue_.empty() && !stop_) {
         ++sleeping_;
-        cv_.wait(lk);
+        cv_.Wait(lk);
         --sleeping_;
       }
       if (stop_) return;
       LocalRead t = std::move(queue_.front());
       queue_.pop_front();
-      lk.unlock();
+      lk.Unlock();
       Finish(t);
-      lk.lock();
+      lk.Lock();
     }
   }
 
-  void StartHelperLocked() {
+  void StartHelperLocked() REQUIRES(hit_mu_) {
     hit_threads_.emplace_back([self = shared_from_this()] {
       NameThisThread("rio-hits");
       tls_helper_of = self.get();
@@ -185,59 +199,66 @@ class PreadPool : public std::enable_shared_from_this<PreadPool> {
     });
   }
 
-  void Help() {
+  void Help() EXCLUDES(hit_mu_) {
     own_fd_ = ReopenDescription(*file_);
     struct CloseOwn {
       ~CloseOwn() {
         if (own_fd_ >= 0) ::close(own_fd_);
       }
     } close_own;
-    auto lk = LockSpinning(hit_mu_);
+    MutexLock lk(hit_mu_, MutexLock::Spin::kYes);
     for (;;) {
       if (hits_.empty() && !hit_stop_) {
         // Polls the queue's length, not the lock, so that a thread queueing
         // a read never waits for it.
         ++hit_polling_;
-        lk.unlock();
+        lk.Unlock();
         for (int i = 0;
              queued_.load(std::memory_order_relaxed) == 0 &&
              !hit_stop_seen_.load(std::memory_order_relaxed) && i < kPolls;
              ++i) {
           std::this_thread::yield();
         }
-        RelockSpinning(lk);
+        lk.Lock();
         --hit_polling_;
       }
       while (hits_.empty() && !hit_stop_) {
         ++hit_sleeping_;
-        hit_cv_.wait(lk);
+        hit_cv_.Wait(lk);
         --hit_sleeping_;
       }
       if (hit_stop_) return;
-      RunHitsLocked(lk, kHitBatch);
-      lk.lock();
+      const HitBatch batch = TakeHitsLocked(kHitBatch);
+      lk.Unlock();
+      RunTakenHits(batch);
+      lk.Lock();
     }
   }
 
-  // Takes up to `max` queued hits (lk held), unlocks, and runs them: each
-  // is tried once without blocking; those done go to their sinks, a batch
-  // per run of reads of one sink, and misses to the blocking workers.
-  size_t RunHitsLocked(std::unique_lock<std::mutex>& lk, size_t max) {
-    std::array<Hit, kHitBatch> batch;
-    const size_t n = std::min({max, kHitBatch, hits_.size()});
-    for (size_t i = 0; i < n; ++i) {
-      batch[i] = hits_.front();
+  // Takes up to `max` queued hits off the queue.
+  HitBatch TakeHitsLocked(size_t max) REQUIRES(hit_mu_) {
+    HitBatch batch;
+    batch.n = std::min({max, kHitBatch, hits_.size()});
+    for (size_t i = 0; i < batch.n; ++i) {
+      batch.hits[i] = hits_.front();
       hits_.pop_front();
     }
     queued_.store(hits_.size(), std::memory_order_relaxed);
-    lk.unlock();
+    return batch;
+  }
+
+  // Runs hits taken off the queue; returns how many: each is tried once
+  // without blocking; those done go to their sinks, a batch per run of reads
+  // of one sink, and misses to the blocking workers.
+  size_t RunTakenHits(const HitBatch& batch) EXCLUDES(hit_mu_) {
+    const size_t n = batch.n;
     std::array<ReadCompletion, kHitBatch> done;
     size_t n_done = 0;
     size_t misses = 0;
     ReadSink* sink = nullptr;
     for (size_t i = 0; i < n; ++i) {
-      LocalRead r =
-          StartLocalRead(*file_, batch[i].range, batch[i].sink, batch[i].tag);
+      const Hit& hit = batch.hits[i];
+      LocalRead r = StartLocalRead(*file_, hit.range, hit.sink, hit.tag);
       Result<Slice> bytes = Slice();
       if (!TryReadNowait(*file_, r, &bytes, own_fd_)) {
         ++misses;
@@ -261,7 +282,8 @@ class PreadPool : public std::enable_shared_from_this<PreadPool> {
   // A helper's own description of the file (ReopenDescription), or -1.
   static thread_local int own_fd_;
 
-  // Polls before sleeping: about 50-100 us of sched_yield here.
+  // Polls before sleeping: tens of microseconds of sched_yield, more than
+  // a futex sleep and wake-up would cost a read queued meanwhile.
   static constexpr int kPolls = 256;
   const std::shared_ptr<const FileHandle> file_;
   const uint32_t max_threads_;
@@ -270,26 +292,20 @@ class PreadPool : public std::enable_shared_from_this<PreadPool> {
   // hits_.size() and hit_stop_, for threads that poll without the lock.
   std::atomic<size_t> queued_{0};
   std::atomic<bool> hit_stop_seen_{false};
-  std::mutex hit_mu_;
-  std::condition_variable hit_cv_;
-  // A queued hit: what Read was given, 32 bytes.
-  struct Hit {
-    ByteRange range;
-    ReadSink* sink = nullptr;
-    uint64_t tag = 0;
-  };
-  std::deque<Hit> hits_;                  // GUARDED_BY(hit_mu_)
-  std::vector<std::thread> hit_threads_;  // GUARDED_BY(hit_mu_)
-  size_t hit_polling_ = 0;                // GUARDED_BY(hit_mu_)
-  size_t hit_sleeping_ = 0;               // GUARDED_BY(hit_mu_)
-  bool hit_stop_ = false;                 // GUARDED_BY(hit_mu_)
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<LocalRead> queue_;       // GUARDED_BY(mu_)
-  std::vector<std::thread> threads_;  // GUARDED_BY(mu_)
-  size_t polling_ = 0;                // GUARDED_BY(mu_)
-  size_t sleeping_ = 0;               // GUARDED_BY(mu_)
-  bool stop_ = false;                 // GUARDED_BY(mu_)
+  Mutex hit_mu_;
+  CondVar hit_cv_;
+  std::deque<Hit> hits_ GUARDED_BY(hit_mu_);
+  std::vector<std::thread> hit_threads_ GUARDED_BY(hit_mu_);
+  size_t hit_polling_ GUARDED_BY(hit_mu_) = 0;
+  size_t hit_sleeping_ GUARDED_BY(hit_mu_) = 0;
+  bool hit_stop_ GUARDED_BY(hit_mu_) = false;
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<LocalRead> queue_ GUARDED_BY(mu_);
+  std::vector<std::thread> threads_ GUARDED_BY(mu_);
+  size_t polling_ GUARDED_BY(mu_) = 0;
+  size_t sleeping_ GUARDED_BY(mu_) = 0;
+  bool stop_ GUARDED_BY(mu_) = false;
 };
 
 thread_local const PreadPool* PreadPool::tls_helper_of = nullptr;
@@ -314,13 +330,10 @@ class PreadFile final : public Source {
   // default on more than one core), while reads keep hitting the cache they
   // are queued instead, and the helpers and the consumers waiting for them
   // (Assist) run them a batch at a time: one lock of the queue, the stream
-  // and the limiter per batch, not per read. Handing each hit to a polling
-  // worker on its own had measured slower than inline on this 2-core VM
-  // (1.65 against 1.3 us per cached 4 KiB read: the stream's and limiter's
-  // locks bounced between the cores on every read). In batches, with the
-  // consumer reading too, `rangeio bench hot-cache` (51,200 cached 4 KiB
-  // reads at C = 64) went from 92-106 ms inline on the consumer's thread to
-  // 55.9-57.3 ms (medians of three runs; README "Measured figures").
+  // and the limiter per batch, not per read. Handing each hit to a worker on
+  // its own is slower than inline (the stream's and limiter's locks bounce
+  // between cores on every read); in batches, with the consumer reading too,
+  // it is faster than inline (bench hot-cache).
   void Read(ByteRange range, ReadSink* sink, uint64_t tag) override {
     if (range.length == 0) {
       sink->OnReadDone(tag, Slice());

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "local/local_read.h"
+#include "rangeio/local_file.h"
 #include "rangeio/source.h"
 
 namespace rangeio::detail {

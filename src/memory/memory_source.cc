@@ -2,6 +2,7 @@
 #include <cstring>
 #include <string>
 
+#include "rangeio/memory_source.h"
 #include "rangeio/source.h"
 
 namespace rangeio {

@@ -4,15 +4,15 @@
 
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <queue>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "mutex.h"
+#include "rangeio/planner.h"
 #include "rangeio/sim.h"
 #include "thread_name.h"
 
@@ -128,23 +128,23 @@ class Timer : public std::enable_shared_from_this<Timer> {
     });
   }
 
-  void Add(Pending p) {
+  void Add(Pending p) EXCLUDES(mu_) {
     bool wake = false;
     {
-      std::lock_guard lk(mu_);
+      detail::MutexLock lk(mu_);
       p.seq = seq_++;
       wake = heap_.empty() || p.deadline < heap_.top().deadline;
       heap_.push(p);
     }
-    if (wake) cv_.notify_one();
+    if (wake) cv_.NotifyOne();
   }
 
-  void Stop() {
+  void Stop() EXCLUDES(mu_) {
     {
-      std::lock_guard lk(mu_);
+      detail::MutexLock lk(mu_);
       stop_ = true;
     }
-    cv_.notify_one();
+    cv_.NotifyOne();
     if (thread_.get_id() == std::this_thread::get_id()) {
       thread_.detach();
     } else if (thread_.joinable()) {
@@ -153,52 +153,53 @@ class Timer : public std::enable_shared_from_this<Timer> {
   }
 
  private:
-  // A futex wake-up on a timer lands 50-90 us late on this kind of VM
-  // (measured: 1 ms reads took 1.07 ms on average at C = 1), which adds up
-  // along a chain of reads. So the thread sleeps until this long before a
-  // deadline and yields in a loop for the rest.
+  // A futex wake-up on a timer lands tens of microseconds late on a VM,
+  // which adds up along a chain of reads (bench straggler's 1 ms reads). So
+  // the thread sleeps until this long before a deadline and yields in a
+  // loop for the rest.
   static constexpr std::chrono::microseconds kSpinWindow{200};
 
-  void Run() {
+  void Run() EXCLUDES(mu_) {
     // Deadlines are sub-millisecond: ask the kernel not to coalesce this
     // thread's wake-ups (the default slack is 50 us).
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    std::unique_lock lk(mu_);
+    detail::MutexLock lk(mu_);
     while (!stop_) {
       if (heap_.empty()) {
-        cv_.wait(lk);
+        cv_.Wait(lk);
         continue;
       }
       const Clock::time_point due = heap_.top().deadline;
       const Clock::time_point now = Clock::now();
       if (now < due - kSpinWindow) {
-        cv_.wait_until(lk, due - kSpinWindow);
+        cv_.WaitFor(lk, due - kSpinWindow - now);
         continue;
       }
       if (now < due) {
         // Inside the spin window: yield the core (without the lock, so reads
         // can still be added) and look again.
-        lk.unlock();
+        lk.Unlock();
         std::this_thread::yield();
-        lk.lock();
+        lk.Lock();
         continue;
       }
       Pending p = heap_.top();
       heap_.pop();
-      lk.unlock();
+      lk.Unlock();
       std::byte* dst = nullptr;
       Slice bytes = Slice::Allocate(p.range.length, &dst);
       FillSimulatedBytes(p.range.offset, {dst, p.range.length});
       p.sink->OnReadDone(p.tag, std::move(bytes));
-      lk.lock();
+      lk.Lock();
     }
   }
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::priority_queue<Pending, std::vector<Pending>, std::greater<>> heap_;
-  uint64_t seq_ = 0;
-  bool stop_ = false;
+  detail::Mutex mu_;
+  detail::CondVar cv_;
+  std::priority_queue<Pending, std::vector<Pending>, std::greater<>> heap_
+      GUARDED_BY(mu_);
+  uint64_t seq_ GUARDED_BY(mu_) = 0;
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 
@@ -231,8 +232,8 @@ class SimulatedSource final : public Source {
   }
 
  private:
-  std::chrono::nanoseconds NextLatency(uint64_t bytes) {
-    std::lock_guard lk(mu_);
+  std::chrono::nanoseconds NextLatency(uint64_t bytes) EXCLUDES(mu_) {
+    detail::MutexLock lk(mu_);
     const uint64_t n = reads_++;
     std::chrono::nanoseconds lat = model_.base;
     switch (model_.kind) {
@@ -265,9 +266,9 @@ class SimulatedSource final : public Source {
   const std::string name_;
   const uint64_t size_;
   const LatencyModel model_;
-  std::mutex mu_;
-  std::mt19937_64 rng_;  // GUARDED_BY(mu_)
-  uint64_t reads_ = 0;   // GUARDED_BY(mu_)
+  detail::Mutex mu_;
+  std::mt19937_64 rng_ GUARDED_BY(mu_);
+  uint64_t reads_ GUARDED_BY(mu_) = 0;
   const std::shared_ptr<Timer> timer_;
 };
 

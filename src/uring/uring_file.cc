@@ -55,12 +55,13 @@
 #include <cstdint>
 #include <deque>
 #include <future>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "mutex.h"
+#include "rangeio/planner.h"
 #include "thread_name.h"
 
 namespace rangeio::detail {
@@ -81,28 +82,24 @@ constexpr size_t kFixedSlotBytes = size_t{1} << 20;
 
 // The ring thread submits the reads that completion callbacks queue after
 // every this many callbacks, instead of once after all the callbacks of a
-// reaped batch (~17 on 4 KiB O_DIRECT reads at C = 64): a read that
-// completed first in a batch no longer waits for the callbacks of the rest
-// before its successor reaches the device. fio submits every I/O with its
-// own io_uring_enter. 4 KiB O_DIRECT reads through a Reader, runs
-// alternated on a busy machine: 74-89k IOPS with one submission per batch,
-// 82-103k submitting after every callback, 86-98k after every 4, at the
-// same CPU per read (0.41-0.54 CPU s per 100k reads).
+// reaped batch: a read that completed first in a batch no longer waits for
+// the callbacks of the rest before its successor reaches the device. 4 did
+// best against 1 and a whole batch at the same CPU per read (bench local,
+// 4 KiB O_DIRECT rows).
 constexpr size_t kEagerSubmitEvery = 4;
 
 // With nothing in flight, the ring thread polls for new reads (yielding its
 // core) this many times before it sleeps in io_uring_enter: a Read() from
-// another thread then costs no eventfd write and no wake-up. About 50-100 us
-// of sched_yield, as the pread pool's workers poll.
+// another thread then costs no eventfd write and no wake-up. Tens of
+// microseconds of sched_yield, as the pread pool's workers poll.
 constexpr int kPolls = 256;
 
 // Registered ("fixed") buffers for direct reads of kFixedMinBytes to
 // kFixedSlotBytes. A direct read into ordinary memory pins and unpins every
 // page of its buffer (get_user_pages) on each call; a registered buffer is
-// pinned once. fio on this VM, 1 MiB randread QD64 O_DIRECT, without and
-// with --fixedbufs: 1,324 -> 2,009, 1,242 -> 2,362, 1,321 -> 1,783 MiB/s and
-// 7.6 -> 1.3, 4.6 -> 0.9, 3.5 -> 1.0 CPU s per 100k reads; at 4 KiB the
-// difference was within noise, hence the lower bound.
+// pinned once. That shows at 1 MiB as more bandwidth for less CPU (fio
+// --fixedbufs, bench local 1 MiB O_DIRECT rows); at 4 KiB it is within the
+// noise, hence the lower bound.
 //
 // Slots of kFixedSlotBytes are mapped and registered (into a sparse table
 // of one entry per ring slot, kernel 5.19+) the first time they are needed,
@@ -134,7 +131,7 @@ class FixedBuffers : public std::enable_shared_from_this<FixedBuffers> {
     uint32_t index = 0;
     std::byte* data = nullptr;
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       if (free_.empty() && !GrowLocked(ring)) return -1;
       index = free_.back();
       free_.pop_back();
@@ -155,7 +152,7 @@ class FixedBuffers : public std::enable_shared_from_this<FixedBuffers> {
  private:
   // Maps and registers one more slot, if allowed. Under mu_: growth is
   // rare (at most max_slots times) and Give() must not see a half-made slot.
-  bool GrowLocked(io_uring* ring) {
+  bool GrowLocked(io_uring* ring) REQUIRES(mu_) {
     if (refused_ || memory_.size() >= max_slots_) return false;
     void* p = ::mmap(nullptr, kFixedSlotBytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -174,17 +171,17 @@ class FixedBuffers : public std::enable_shared_from_this<FixedBuffers> {
     return true;
   }
 
-  void Give(uint32_t index) {
-    std::lock_guard lk(mu_);
+  void Give(uint32_t index) EXCLUDES(mu_) {
+    MutexLock lk(mu_);
     free_.push_back(index);
   }
 
   const uint32_t max_slots_;
   std::atomic<uint64_t> taken_{0};
-  std::mutex mu_;
-  std::vector<std::byte*> memory_;  // GUARDED_BY(mu_): slot -> its memory
-  std::vector<uint32_t> free_;      // GUARDED_BY(mu_)
-  bool refused_ = false;            // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::vector<std::byte*> memory_ GUARDED_BY(mu_);  // slot -> its memory
+  std::vector<uint32_t> free_ GUARDED_BY(mu_);
+  bool refused_ GUARDED_BY(mu_) = false;
 };
 
 class Ring : public std::enable_shared_from_this<Ring> {
@@ -217,10 +214,10 @@ class Ring : public std::enable_shared_from_this<Ring> {
   }
 
   // Queues `r`; the ring thread submits it with whatever else is queued.
-  void Submit(LocalRead r) {
+  void Submit(LocalRead r) EXCLUDES(mu_) {
     bool wake = false;
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       pending_.push_back(std::move(r));
       wake = sleeping_ && !wake_sent_;
       wake_sent_ = wake_sent_ || wake;
@@ -230,9 +227,9 @@ class Ring : public std::enable_shared_from_this<Ring> {
 
   // Stops the ring thread once every queued and in-flight read has
   // completed. Call once.
-  void Shutdown() {
+  void Shutdown() EXCLUDES(mu_) {
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       stop_ = true;
     }
     Wake();
@@ -317,21 +314,21 @@ class Ring : public std::enable_shared_from_this<Ring> {
     return Status::OK();
   }
 
-  void Loop() {
+  void Loop() EXCLUDES(mu_) {
     std::vector<uint32_t> issue;  // slots to submit a read call for
     std::vector<Finished> finished;
     issue.reserve(depth_);
     finished.reserve(depth_);
     for (;;) {
       {
-        std::unique_lock lk(mu_);
+        MutexLock lk(mu_);
         TakePendingLocked(&issue);
         if (issue.empty() && free_.size() == depth_) {
           // Idle: poll for new reads before sleeping (see kPolls).
           for (int i = 0; i < kPolls && pending_.empty() && !stop_; ++i) {
-            lk.unlock();
+            lk.Unlock();
             std::this_thread::yield();
-            lk.lock();
+            lk.Lock();
           }
           TakePendingLocked(&issue);
           if (stop_ && issue.empty()) return;
@@ -349,7 +346,7 @@ class Ring : public std::enable_shared_from_this<Ring> {
       (void)io_uring_submit_and_wait(&ring_, 1);
       enters_.fetch_add(1, std::memory_order_relaxed);
       {
-        std::lock_guard lk(mu_);
+        MutexLock lk(mu_);
         sleeping_ = false;
         wake_sent_ = false;
       }
@@ -366,9 +363,9 @@ class Ring : public std::enable_shared_from_this<Ring> {
 
   // Submits, without waiting, the reads queued so far (by the callbacks
   // of the reaped batch) and the re-queued short reads in `issue`.
-  void SubmitQueued(std::vector<uint32_t>* issue) {
+  void SubmitQueued(std::vector<uint32_t>* issue) EXCLUDES(mu_) {
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       TakePendingLocked(issue);
     }
     if (issue->empty()) return;
@@ -380,7 +377,7 @@ class Ring : public std::enable_shared_from_this<Ring> {
   }
 
   // Moves queued reads into free slots, to be submitted.
-  void TakePendingLocked(std::vector<uint32_t>* issue) {
+  void TakePendingLocked(std::vector<uint32_t>* issue) REQUIRES(mu_) {
     while (!free_.empty() && !pending_.empty()) {
       const uint32_t s = free_.back();
       free_.pop_back();
@@ -498,12 +495,12 @@ class Ring : public std::enable_shared_from_this<Ring> {
   std::atomic<uint64_t> reads_submitted_{0};
   std::atomic<uint64_t> enters_{0};
 
-  std::mutex mu_;
-  std::deque<LocalRead> pending_;  // GUARDED_BY(mu_)
-  bool sleeping_ = false;   // GUARDED_BY(mu_): ring thread in (or going to)
-                            // io_uring_enter
-  bool wake_sent_ = false;  // GUARDED_BY(mu_): eventfd written since it woke
-  bool stop_ = false;       // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::deque<LocalRead> pending_ GUARDED_BY(mu_);
+  // The ring thread is in (or going to) io_uring_enter.
+  bool sleeping_ GUARDED_BY(mu_) = false;
+  bool wake_sent_ GUARDED_BY(mu_) = false;  // eventfd written since it woke
+  bool stop_ GUARDED_BY(mu_) = false;
 };
 
 class UringFile final : public Source {

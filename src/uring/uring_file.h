@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "local/local_read.h"
+#include "rangeio/local_file.h"
 #include "rangeio/source.h"
 #include "rangeio/status.h"
 
