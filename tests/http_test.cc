@@ -67,8 +67,8 @@ INSTANTIATE_TEST_SUITE_P(Backends, HttpConformanceTest,
                          ::testing::Values(HttpBackend::kNginx,
                                            HttpBackend::kS3Path,
                                            HttpBackend::kS3Vhost),
-                         [](const auto& info) {
-                           switch (info.param) {
+                         [](const auto& p) {
+                           switch (p.param) {
                              case HttpBackend::kNginx:
                                return "nginx";
                              case HttpBackend::kS3Path:

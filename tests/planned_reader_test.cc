@@ -278,8 +278,8 @@ TEST_P(PlannedReaderTest, CoalescedReadsStayWithinTheByteBudget) {
 INSTANTIATE_TEST_SUITE_P(Delivery, PlannedReaderTest,
                          ::testing::Values(Delivery::kOrdered,
                                            Delivery::kAsCompleted),
-                         [](const auto& info) {
-                           return info.param == Delivery::kOrdered
+                         [](const auto& p) {
+                           return p.param == Delivery::kOrdered
                                       ? "ordered"
                                       : "as_completed";
                          });

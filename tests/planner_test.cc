@@ -551,7 +551,9 @@ void CheckPlan(const Case& c, const Plan& plan) {
     ASSERT_GT(read.length, 0u);
     ASSERT_LE(read.length, kMax - read.offset);
     physical += read.length;
-    if (r > 0) ASSERT_LE(plan.reads[r - 1].end(), read.offset);
+    if (r > 0) {
+      ASSERT_LE(plan.reads[r - 1].end(), read.offset);
+    }
     ASSERT_LT(k, seg.size());
     if (read.kind == ReadKind::kSplitPart) {
       EXPECT_LE(read.length, o.split_bytes);
@@ -565,7 +567,9 @@ void CheckPlan(const Case& c, const Plan& plan) {
     uint64_t in_read = 0;
     size_t count = 0;
     for (; k < seg.size() && seg[k].end <= read.end(); ++k, ++count) {
-      if (count > 0) EXPECT_LE(seg[k].start - seg[k - 1].end, o.coalesce_gap);
+      if (count > 0) {
+        EXPECT_LE(seg[k].start - seg[k - 1].end, o.coalesce_gap);
+      }
       in_read += seg[k].end - seg[k].start;
     }
     ASSERT_GT(count, 0u);
