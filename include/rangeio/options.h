@@ -46,8 +46,9 @@ struct Options {
   // keys "coalesce", "coalesce-gap", "max-overread-ratio", "max-merged-bytes"
   // and "split-bytes" (planner.h documents each): how requested ranges become
   // backend reads. Unset (the default): the source's own preset,
-  // Source::DefaultPlannerOptions() (local files "local", object stores
-  // "object-store", memory and custom sources "none"). Field keys given
+  // Source::DefaultPlannerOptions() (local files "local", the simulated
+  // object store "object-store"; HTTP, S3, memory and custom sources
+  // "none"). Field keys given
   // without "planner" start from the object-store preset. With "none" each
   // range is one read, exactly as requested, and nothing is planned.
   std::optional<PlannerOptions> planner;
