@@ -1,5 +1,5 @@
-// tools/latency_relay.cc (rangeio-latency-relay, the benchmarks' latency
-// relay) run as a process, in front of an upstream inside this test (and of
+// tests/servers/latency_relay.cc (rangeio-latency-relay, the benchmarks'
+// latency relay) run as a process, in front of an upstream inside this test (and of
 // nginx when the test servers run): bytes relayed exactly, pipelined requests
 // kept in order, the added latency applied (lower bounds only: the machine is
 // shared), closes passed on, bad options refused naming the option.

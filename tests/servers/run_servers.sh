@@ -12,9 +12,9 @@
 #                    s3rver_main.js) with the bucket rangeio-test holding the
 #                    seeded keys;
 #   faultproxy.js    its control API (tests make their own listeners);
-#   rangeio-latency-relay (tools/latency_relay.cc, from the build tree) twice
-#                    in front of nginx for the benchmarks: lognormal latency
-#                    (median 24 ms, sigma 0.3), and none.
+#   rangeio-latency-relay (latency_relay.cc here, built in the build tree)
+#                    twice in front of nginx for the benchmarks: lognormal
+#                    latency (median 24 ms, sigma 0.3), and none.
 # It prints `export NAME=VALUE` lines and writes them to STATE_DIR/servers.env:
 #   RANGEIO_TEST_NGINX            http://127.0.0.1:PORT (root: data dir)
 #   RANGEIO_TEST_NGINX_ROOT       the data dir (tests may add files)
@@ -39,7 +39,7 @@ set -euo pipefail
 readonly HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly BUCKET=rangeio-test
 readonly BUILD_DIR=${RANGEIO_BUILD_DIR:-$HERE/../../build}
-readonly RELAY=$BUILD_DIR/tools/rangeio-latency-relay
+readonly RELAY=$BUILD_DIR/tests/servers/rangeio-latency-relay
 
 usage() {
   echo "usage: $0 start|stop STATE_DIR" >&2
