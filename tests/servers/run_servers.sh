@@ -133,31 +133,19 @@ start_s3rver() {
   return 1
 }
 
-# start_proxy STATE NAME ARGS...: sets PROXY_PORT.
-start_proxy() {
-  local state=$1 name=$2 pid
-  shift 2
-  rm -f "$state/$name.port"
-  node "$HERE/faultproxy.js" --port-file "$state/$name.port" "$@" \
-    >"$state/$name.log" 2>&1 &
-  pid=$!
-  echo "$pid" >>"$state/pids"
-  wait_for_file "$state/$name.port" "$pid" "faultproxy ($name)"
-  PROXY_PORT=$(cat "$state/$name.port")
-  wait_for_port "$PROXY_PORT" "$pid" "faultproxy ($name)"
-}
-
-# start_relay STATE NAME ARGS...: sets RELAY_PORT and RELAY_PID.
-start_relay() {
+# start_listener STATE NAME COMMAND...: runs COMMAND --port-file FILE (the
+# fault proxy or the latency relay; both write the port they listen on to
+# FILE) and waits until it listens. Sets LISTENER_PORT and LISTENER_PID.
+start_listener() {
   local state=$1 name=$2
   shift 2
   rm -f "$state/$name.port"
-  "$RELAY" --port-file "$state/$name.port" "$@" >"$state/$name.log" 2>&1 &
-  RELAY_PID=$!
-  echo "$RELAY_PID" >>"$state/pids"
-  wait_for_file "$state/$name.port" "$RELAY_PID" "latency relay ($name)"
-  RELAY_PORT=$(cat "$state/$name.port")
-  wait_for_port "$RELAY_PORT" "$RELAY_PID" "latency relay ($name)"
+  "$@" --port-file "$state/$name.port" >"$state/$name.log" 2>&1 &
+  LISTENER_PID=$!
+  echo "$LISTENER_PID" >>"$state/pids"
+  wait_for_file "$state/$name.port" "$LISTENER_PID" "$name"
+  LISTENER_PORT=$(cat "$state/$name.port")
+  wait_for_port "$LISTENER_PORT" "$LISTENER_PID" "$name"
 }
 
 start() {
@@ -188,17 +176,19 @@ start() {
   start_s3rver "$state"
   node "$HERE/seed.js" --data "$state/data" \
     --s3 "http://127.0.0.1:$S3_PORT" --bucket "$BUCKET"
-  start_proxy "$state" proxy-control --control-port 0
-  local control=$PROXY_PORT
+  start_listener "$state" proxy-control node "$HERE/faultproxy.js" \
+    --control-port 0
+  local control=$LISTENER_PORT
   # The benchmarks' relays: one process each, single-threaded (at ~2,300
   # requests/s it needs a fraction of a core; `rangeio bench http` reports
   # its CPU per request from RANGEIO_BENCH_PROXY_PIDS).
-  start_relay "$state" relay-bench --listen 0 --upstream "127.0.0.1:$NGINX_PORT" \
+  start_listener "$state" relay-bench "$RELAY" --listen 0 \
+    --upstream "127.0.0.1:$NGINX_PORT" \
     --latency '{"kind":"lognormal","median_ms":24,"sigma":0.3}'
-  local bench=$RELAY_PORT bench_pid=$RELAY_PID
-  start_relay "$state" relay-capacity --listen 0 --upstream "127.0.0.1:$NGINX_PORT" \
-    --latency '{"kind":"none"}'
-  local capacity=$RELAY_PORT
+  local bench=$LISTENER_PORT bench_pid=$LISTENER_PID
+  start_listener "$state" relay-capacity "$RELAY" --listen 0 \
+    --upstream "127.0.0.1:$NGINX_PORT" --latency '{"kind":"none"}'
+  local capacity=$LISTENER_PORT
   trap - EXIT
 
   cat >"$state/servers.env" <<EOF
