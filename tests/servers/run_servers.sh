@@ -51,34 +51,33 @@ free_port() {
     s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); });'
 }
 
-# wait_for_port PORT PID NAME: until PORT accepts connections (10 s).
-wait_for_port() {
-  local port=$1 pid=$2 name=$3
+# wait_until PID NAME WHAT TEST...: until TEST succeeds (10 s), failing
+# early when PID exits. WHAT says what NAME did not do in time.
+wait_until() {
+  local pid=$1 name=$2 what=$3
+  shift 3
   for _ in $(seq 100); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+    "$@" && return 0
     if ! kill -0 "$pid" 2>/dev/null; then
       echo "run_servers: $name exited while starting" >&2
       return 1
     fi
     sleep 0.1
   done
-  echo "run_servers: $name did not listen on port $port within 10 s" >&2
+  echo "run_servers: $name $what within 10 s" >&2
   return 1
 }
 
-# wait_for_file FILE PID NAME: until FILE is non-empty (10 s).
+accepts() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# wait_for_port PORT PID NAME: until PORT accepts connections.
+wait_for_port() {
+  wait_until "$2" "$3" "did not listen on port $1" accepts "$1"
+}
+
+# wait_for_file FILE PID NAME: until FILE is non-empty.
 wait_for_file() {
-  local file=$1 pid=$2 name=$3
-  for _ in $(seq 100); do
-    [[ -s $file ]] && return 0
-    if ! kill -0 "$pid" 2>/dev/null; then
-      echo "run_servers: $name exited while starting" >&2
-      return 1
-    fi
-    sleep 0.1
-  done
-  echo "run_servers: $name wrote no port to $file within 10 s" >&2
-  return 1
+  wait_until "$2" "$3" "wrote no port to $1" test -s "$1"
 }
 
 start_nginx() {
