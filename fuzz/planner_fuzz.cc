@@ -10,16 +10,14 @@
 // the order of the ranges. Any violation aborts with a description.
 //
 // Build and run with clang (libFuzzer comes with clang; Debian package
-// libclang-rt-14-dev for clang-14):
-//   cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 \
-//     -DRANGEIO_BUILD_FUZZERS=ON -DRANGEIO_BUILD_TESTS=OFF \
-//     -DRANGEIO_BUILD_TOOLS=OFF -DRANGEIO_BUILD_BENCHMARKS=OFF
+// libclang-rt-14-dev for clang-14), from the repository:
+//   CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DRANGEIO_BUILD_FUZZERS=ON
 //   cmake --build build-fuzz --target planner_fuzz
-//   mkdir -p build-fuzz/corpus   # new inputs go here, not into the repo
-//   build-fuzz/fuzz/planner_fuzz -max_total_time=60 -timeout=10 \
-//     -artifact_prefix=build-fuzz/ build-fuzz/corpus fuzz/corpus/planner
-// -max_total_time=N runs for N seconds; a failing input is written to
-// build-fuzz/crash-* and the exit code is non-zero.
+//   cd build-fuzz && mkdir -p corpus   # new inputs go here, not into the repo
+//   fuzz/planner_fuzz -max_total_time=60 corpus ../fuzz/corpus/planner
+// -max_total_time=N runs for N seconds (.ci/run adds -timeout=10: an input
+// that takes 10 s fails); a failing input is written to build-fuzz/crash-*
+// and the exit code is non-zero.
 // Add an input that found a bug to fuzz/corpus/planner/ once it is fixed:
 // every gcc build replays the corpus (ctest -R PlannerFuzzCorpus).
 //

@@ -1,4 +1,7 @@
-// parse_number.h (internal) — strict decimal parsing for user-given numbers.
+// parse_number.h (internal) — strict decimal parsing, the one place for it:
+// options, byte ranges, HTTP header values, and the latency relay's arguments
+// (tests/servers/latency_relay.cc, which includes it without linking
+// librangeio: keep it header-only).
 #pragma once
 
 #include <charconv>

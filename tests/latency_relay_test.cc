@@ -1,8 +1,8 @@
-// tools/latency_relay.cc (rangeio-latency-relay, the benchmarks' latency
-// relay) run as a process, in front of an upstream inside this test (and of
-// nginx when the test servers run): bytes relayed exactly, pipelined requests
-// kept in order, the added latency applied (lower bounds only: the machine is
-// shared), closes passed on, bad options refused naming the option.
+// tests/servers/latency_relay.cc (rangeio-latency-relay, the benchmarks'
+// latency relay) run as a process, in front of an upstream inside this test
+// (and of nginx when the test servers run): bytes relayed exactly, pipelined
+// requests kept in order, the added latency applied (lower bounds only: the
+// machine is shared), closes passed on, bad options refused naming the option.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -196,7 +196,7 @@ class Upstream {
   }
 
   std::mutex mu_;
-  std::vector<std::string> paths_;  // GUARDED_BY(mu_)
+  std::vector<std::string> paths_;                        // GUARDED_BY(mu_)
   LoopbackServer server_{[this](int fd) { Serve(fd); }};  // last: see its dtor
 };
 

@@ -14,6 +14,7 @@
 #include "mutex.h"
 #include "rangeio/planner.h"
 #include "rangeio/sim.h"
+#include "sim/latency_model.h"
 #include "thread_name.h"
 
 namespace rangeio {
@@ -105,6 +106,30 @@ LatencyModel LatencyModel::Lognormal(std::chrono::nanoseconds median,
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+detail::DelayModel ToDelayModel(const LatencyModel& m) {
+  detail::DelayModel d;
+  switch (m.kind) {
+    case LatencyModel::Kind::kFixed:
+      d.kind = detail::DelayModel::Kind::kFixed;
+      break;
+    case LatencyModel::Kind::kEveryKth:
+      d.kind = detail::DelayModel::Kind::kEveryKth;
+      break;
+    case LatencyModel::Kind::kProbability:
+      d.kind = detail::DelayModel::Kind::kProbability;
+      break;
+    case LatencyModel::Kind::kLognormal:
+      d.kind = detail::DelayModel::Kind::kLognormal;
+      break;
+  }
+  d.base = static_cast<double>(m.base.count());
+  d.slow = static_cast<double>(m.slow.count());
+  d.every = m.every;
+  d.p = m.p;
+  d.sigma = m.sigma;
+  return d;
+}
 
 struct Pending {
   Clock::time_point deadline;
@@ -209,6 +234,7 @@ class SimulatedSource final : public Source {
       : name_(std::move(name)),
         size_(size),
         model_(model),
+        delay_(ToDelayModel(model)),
         rng_(model.seed),
         timer_(std::make_shared<Timer>()) {
     timer_->Start();
@@ -235,26 +261,10 @@ class SimulatedSource final : public Source {
   std::chrono::nanoseconds NextLatency(uint64_t bytes) EXCLUDES(mu_) {
     detail::MutexLock lk(mu_);
     const uint64_t n = reads_++;
-    std::chrono::nanoseconds lat = model_.base;
-    switch (model_.kind) {
-      case LatencyModel::Kind::kFixed:
-        break;
-      case LatencyModel::Kind::kEveryKth:
-        if (n % model_.every == model_.every - 1) lat = model_.slow;
-        break;
-      case LatencyModel::Kind::kProbability:
-        if (std::uniform_real_distribution<double>(0, 1)(rng_) < model_.p) {
-          lat = model_.slow;
-        }
-        break;
-      case LatencyModel::Kind::kLognormal: {
-        const double z = std::normal_distribution<double>(0, 1)(rng_);
-        lat = std::chrono::nanoseconds(
-            static_cast<int64_t>(static_cast<double>(model_.base.count()) *
-                                 std::exp(model_.sigma * z)));
-        break;
-      }
-    }
+    std::mt19937_64& rng = rng_;  // the lambda runs under this lock too
+    std::chrono::nanoseconds lat(static_cast<int64_t>(delay_.Delay(n, [&rng] {
+      return std::uniform_real_distribution<double>(0, 1)(rng);
+    })));
     if (model_.bytes_per_second != 0) {
       lat += std::chrono::nanoseconds(
           static_cast<int64_t>(static_cast<double>(bytes) * 1e9 /
@@ -266,6 +276,7 @@ class SimulatedSource final : public Source {
   const std::string name_;
   const uint64_t size_;
   const LatencyModel model_;
+  const detail::DelayModel delay_;  // model_ in nanoseconds
   detail::Mutex mu_;
   std::mt19937_64 rng_ GUARDED_BY(mu_);
   uint64_t reads_ GUARDED_BY(mu_) = 0;

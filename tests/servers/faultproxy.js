@@ -46,7 +46,7 @@
 //
 // A listener can also be given on the command line (--listen PORT
 // --upstream HOST:PORT --latency JSON). The benchmarks' listeners are
-// rangeio-latency-relay (tools/latency_relay.cc), not this: Node costs
+// rangeio-latency-relay (latency_relay.cc here), not this: Node costs
 // ~300 us of CPU per 100 KiB response, too close to their request rate.
 'use strict';
 
@@ -130,8 +130,8 @@ class Listener {
     this.stats = { requests: 0, methods: {}, faults: {}, captured: [] };
     this.sockets = new Set();
     // Latency only: relay bytes, parsing nothing but request heads (several
-    // times the rate of a full HTTP proxy in Node). tools/latency_relay.cc
-    // does the same for the benchmarks, in C++.
+    // times the rate of a full HTTP proxy in Node). latency_relay.cc does the
+    // same for the benchmarks, in C++.
     this.tcp = this.faults.length === 0 && !this.capture;
     if (this.tcp) {
       this.server = net.createServer((s) => this.relayTcp(s));

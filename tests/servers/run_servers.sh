@@ -12,9 +12,9 @@
 #                    s3rver_main.js) with the bucket rangeio-test holding the
 #                    seeded keys;
 #   faultproxy.js    its control API (tests make their own listeners);
-#   rangeio-latency-relay (tools/latency_relay.cc, from the build tree) twice
-#                    in front of nginx for the benchmarks: lognormal latency
-#                    (median 24 ms, sigma 0.3), and none.
+#   rangeio-latency-relay (latency_relay.cc here, built in the build tree)
+#                    twice in front of nginx for the benchmarks: lognormal
+#                    latency (median 24 ms, sigma 0.3), and none.
 # It prints `export NAME=VALUE` lines and writes them to STATE_DIR/servers.env:
 #   RANGEIO_TEST_NGINX            http://127.0.0.1:PORT (root: data dir)
 #   RANGEIO_TEST_NGINX_ROOT       the data dir (tests may add files)
@@ -39,7 +39,7 @@ set -euo pipefail
 readonly HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly BUCKET=rangeio-test
 readonly BUILD_DIR=${RANGEIO_BUILD_DIR:-$HERE/../../build}
-readonly RELAY=$BUILD_DIR/tools/rangeio-latency-relay
+readonly RELAY=$BUILD_DIR/tests/servers/rangeio-latency-relay
 
 usage() {
   echo "usage: $0 start|stop STATE_DIR" >&2
@@ -51,34 +51,33 @@ free_port() {
     s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); });'
 }
 
-# wait_for_port PORT PID NAME: until PORT accepts connections (10 s).
-wait_for_port() {
-  local port=$1 pid=$2 name=$3
+# wait_until PID NAME WHAT TEST...: until TEST succeeds (10 s), failing
+# early when PID exits. WHAT says what NAME did not do in time.
+wait_until() {
+  local pid=$1 name=$2 what=$3
+  shift 3
   for _ in $(seq 100); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+    "$@" && return 0
     if ! kill -0 "$pid" 2>/dev/null; then
       echo "run_servers: $name exited while starting" >&2
       return 1
     fi
     sleep 0.1
   done
-  echo "run_servers: $name did not listen on port $port within 10 s" >&2
+  echo "run_servers: $name $what within 10 s" >&2
   return 1
 }
 
-# wait_for_file FILE PID NAME: until FILE is non-empty (10 s).
+accepts() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# wait_for_port PORT PID NAME: until PORT accepts connections.
+wait_for_port() {
+  wait_until "$2" "$3" "did not listen on port $1" accepts "$1"
+}
+
+# wait_for_file FILE PID NAME: until FILE is non-empty.
 wait_for_file() {
-  local file=$1 pid=$2 name=$3
-  for _ in $(seq 100); do
-    [[ -s $file ]] && return 0
-    if ! kill -0 "$pid" 2>/dev/null; then
-      echo "run_servers: $name exited while starting" >&2
-      return 1
-    fi
-    sleep 0.1
-  done
-  echo "run_servers: $name wrote no port to $file within 10 s" >&2
-  return 1
+  wait_until "$2" "$3" "wrote no port to $1" test -s "$1"
 }
 
 start_nginx() {
@@ -133,31 +132,19 @@ start_s3rver() {
   return 1
 }
 
-# start_proxy STATE NAME ARGS...: sets PROXY_PORT.
-start_proxy() {
-  local state=$1 name=$2 pid
-  shift 2
-  rm -f "$state/$name.port"
-  node "$HERE/faultproxy.js" --port-file "$state/$name.port" "$@" \
-    >"$state/$name.log" 2>&1 &
-  pid=$!
-  echo "$pid" >>"$state/pids"
-  wait_for_file "$state/$name.port" "$pid" "faultproxy ($name)"
-  PROXY_PORT=$(cat "$state/$name.port")
-  wait_for_port "$PROXY_PORT" "$pid" "faultproxy ($name)"
-}
-
-# start_relay STATE NAME ARGS...: sets RELAY_PORT and RELAY_PID.
-start_relay() {
+# start_listener STATE NAME COMMAND...: runs COMMAND --port-file FILE (the
+# fault proxy or the latency relay; both write the port they listen on to
+# FILE) and waits until it listens. Sets LISTENER_PORT and LISTENER_PID.
+start_listener() {
   local state=$1 name=$2
   shift 2
   rm -f "$state/$name.port"
-  "$RELAY" --port-file "$state/$name.port" "$@" >"$state/$name.log" 2>&1 &
-  RELAY_PID=$!
-  echo "$RELAY_PID" >>"$state/pids"
-  wait_for_file "$state/$name.port" "$RELAY_PID" "latency relay ($name)"
-  RELAY_PORT=$(cat "$state/$name.port")
-  wait_for_port "$RELAY_PORT" "$RELAY_PID" "latency relay ($name)"
+  "$@" --port-file "$state/$name.port" >"$state/$name.log" 2>&1 &
+  LISTENER_PID=$!
+  echo "$LISTENER_PID" >>"$state/pids"
+  wait_for_file "$state/$name.port" "$LISTENER_PID" "$name"
+  LISTENER_PORT=$(cat "$state/$name.port")
+  wait_for_port "$LISTENER_PORT" "$LISTENER_PID" "$name"
 }
 
 start() {
@@ -188,17 +175,19 @@ start() {
   start_s3rver "$state"
   node "$HERE/seed.js" --data "$state/data" \
     --s3 "http://127.0.0.1:$S3_PORT" --bucket "$BUCKET"
-  start_proxy "$state" proxy-control --control-port 0
-  local control=$PROXY_PORT
+  start_listener "$state" proxy-control node "$HERE/faultproxy.js" \
+    --control-port 0
+  local control=$LISTENER_PORT
   # The benchmarks' relays: one process each, single-threaded (at ~2,300
   # requests/s it needs a fraction of a core; `rangeio bench http` reports
   # its CPU per request from RANGEIO_BENCH_PROXY_PIDS).
-  start_relay "$state" relay-bench --listen 0 --upstream "127.0.0.1:$NGINX_PORT" \
+  start_listener "$state" relay-bench "$RELAY" --listen 0 \
+    --upstream "127.0.0.1:$NGINX_PORT" \
     --latency '{"kind":"lognormal","median_ms":24,"sigma":0.3}'
-  local bench=$RELAY_PORT bench_pid=$RELAY_PID
-  start_relay "$state" relay-capacity --listen 0 --upstream "127.0.0.1:$NGINX_PORT" \
-    --latency '{"kind":"none"}'
-  local capacity=$RELAY_PORT
+  local bench=$LISTENER_PORT bench_pid=$LISTENER_PID
+  start_listener "$state" relay-capacity "$RELAY" --listen 0 \
+    --upstream "127.0.0.1:$NGINX_PORT" --latency '{"kind":"none"}'
+  local capacity=$LISTENER_PORT
   trap - EXIT
 
   cat >"$state/servers.env" <<EOF

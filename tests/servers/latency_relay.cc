@@ -19,7 +19,8 @@
 // the connection's own. Request bodies sent chunked are refused (rangeio and
 // curl send none).
 //
-// Latency models (--latency, the JSON of faultproxy.js, same PRNG and seed):
+// Latency models (--latency, the JSON of faultproxy.js, same PRNG and seed;
+// drawn by src/sim/latency_model.h, as the simulated store's):
 //   {"kind": "none"}
 //   {"kind": "fixed", "ms": 24}
 //   {"kind": "every", "k": 64, "base_ms": 1, "slow_ms": 10}  request n is slow
@@ -47,7 +48,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -56,13 +56,15 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <numbers>
 #include <queue>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "parse_number.h"
+#include "sim/latency_model.h"
 
 namespace {
 
@@ -104,61 +106,12 @@ int64_t NowNs() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
-// mulberry32, as in faultproxy.js, so that one seed gives both the same
-// delays.
-class Mulberry32 {
- public:
-  explicit Mulberry32(uint32_t seed) : a_(seed) {}
+using rangeio::detail::DelayModel;
+using rangeio::detail::Mulberry32;
+using rangeio::detail::ParseU64;
 
-  // Uniform in [0, 1).
-  double Next() {
-    a_ += 0x6d2b79f5u;
-    uint32_t t = a_;
-    t = (t ^ (t >> 15)) * (t | 1u);
-    t ^= t + (t ^ (t >> 7)) * (t | 61u);
-    return static_cast<double>(t ^ (t >> 14)) / 4294967296.0;
-  }
-
- private:
-  uint32_t a_;
-};
-
-struct LatencyModel {
-  enum class Kind { kNone, kFixed, kEvery, kRandom, kLognormal };
-  Kind kind = Kind::kNone;
-  double ms = 0;         // fixed
-  uint64_t k = 1;        // every
-  double base_ms = 0;    // every, random
-  double slow_ms = 0;    // every, random
-  double p = 0;          // random
-  double median_ms = 0;  // lognormal
-  double sigma = 0;      // lognormal
-
-  // The latency added to request n (0-based, counted over the relay).
-  double DelayMs(uint64_t n, Mulberry32& random) const {
-    switch (kind) {
-      case Kind::kNone:
-        return 0;
-      case Kind::kFixed:
-        return ms;
-      case Kind::kEvery:
-        return n % k == k - 1 ? slow_ms : base_ms;
-      case Kind::kRandom:
-        return random.Next() < p ? slow_ms : base_ms;
-      case Kind::kLognormal: {
-        // Box-Muller: a standard normal from two uniforms (u in (0, 1]).
-        const double u = 1 - random.Next();
-        const double v = random.Next();
-        const double z =
-            std::sqrt(-2 * std::log(u)) * std::cos(2 * std::numbers::pi * v);
-        return median_ms * std::exp(sigma * z);
-      }
-    }
-    return 0;
-  }
-};
-
-LatencyModel ParseLatency(const std::string& text) {
+// --latency JSON as faultproxy.js takes it ("none" is a fixed 0 ms).
+DelayModel ParseLatency(const std::string& text) {
   const std::string where = "--latency '" + text + "'";
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
@@ -179,30 +132,30 @@ LatencyModel ParseLatency(const std::string& text) {
     }
     return j[field].get<double>();
   };
-  LatencyModel m;
+  DelayModel m;
   if (kind == "none") {
-    m.kind = LatencyModel::Kind::kNone;
+    m.kind = DelayModel::Kind::kFixed;
   } else if (kind == "fixed") {
-    m.kind = LatencyModel::Kind::kFixed;
-    m.ms = number("ms");
+    m.kind = DelayModel::Kind::kFixed;
+    m.base = number("ms");
   } else if (kind == "every") {
-    m.kind = LatencyModel::Kind::kEvery;
+    m.kind = DelayModel::Kind::kEveryKth;
     if (!j.contains("k") || !j["k"].is_number_integer() ||
         j["k"].get<int64_t>() < 1) {
       Die(where + ": \"every\" needs an integer \"k\" >= 1");
     }
-    m.k = j["k"].get<uint64_t>();
-    m.base_ms = number("base_ms");
-    m.slow_ms = number("slow_ms");
+    m.every = j["k"].get<uint64_t>();
+    m.base = number("base_ms");
+    m.slow = number("slow_ms");
   } else if (kind == "random") {
-    m.kind = LatencyModel::Kind::kRandom;
+    m.kind = DelayModel::Kind::kProbability;
     m.p = number("p");
     if (m.p > 1) Die(where + ": \"p\" is a probability, at most 1");
-    m.base_ms = number("base_ms");
-    m.slow_ms = number("slow_ms");
+    m.base = number("base_ms");
+    m.slow = number("slow_ms");
   } else if (kind == "lognormal") {
-    m.kind = LatencyModel::Kind::kLognormal;
-    m.median_ms = number("median_ms");
+    m.kind = DelayModel::Kind::kLognormal;
+    m.base = number("median_ms");
     m.sigma = number("sigma");
   } else {
     Die(where + ": unknown kind \"" + kind +
@@ -214,14 +167,11 @@ LatencyModel ParseLatency(const std::string& text) {
 template <typename T>
 T ParseUnsigned(const char* option, std::string_view text, T max,
                 const char* what) {
-  T value{};
-  const auto [end, ec] =
-      std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
-      value > max) {
+  uint64_t value = 0;
+  if (!ParseU64(text, &value) || value > max) {
     Die(std::string(option) + " '" + std::string(text) + "': not " + what);
   }
-  return value;
+  return static_cast<T>(value);
 }
 
 struct Options {
@@ -229,7 +179,7 @@ struct Options {
   std::string upstream;      // HOST:PORT, as given
   sockaddr_storage upstream_addr{};
   socklen_t upstream_addr_len = 0;
-  LatencyModel latency;   // default: none
+  DelayModel latency;     // in ms; default: none (fixed 0)
   uint32_t seed = 1;      // faultproxy.js's default
   std::string port_file;  // empty: not written
 };
@@ -241,10 +191,8 @@ void ResolveUpstream(Options& o) {
   }
   const std::string host = o.upstream.substr(0, colon);
   const std::string port = o.upstream.substr(colon + 1);
-  uint16_t port_number = 0;
-  const auto [end, ec] =
-      std::from_chars(port.data(), port.data() + port.size(), port_number);
-  if (port.empty() || ec != std::errc() || end != port.data() + port.size()) {
+  uint64_t port_number = 0;
+  if (!ParseU64(port, &port_number) || port_number > 65535) {
     Die("--upstream '" + o.upstream + "': port '" + port +
         "' is not a number 0..65535");
   }
@@ -369,9 +317,10 @@ int64_t BodyBytes(std::string_view head, std::string* error) {
       return -1;
     }
     if (is("content-length")) {
-      const auto [p, ec] =
-          std::from_chars(value.data(), value.data() + value.size(), length);
-      if (ec != std::errc() || p != value.data() + value.size() || length < 0) {
+      uint64_t n = 0;
+      if (ParseU64(value, &n) && n <= INT64_MAX) {
+        length = static_cast<int64_t>(n);
+      } else {
         *error = "bad Content-Length '" + std::string(value) + "'";
         return -1;
       }
@@ -703,7 +652,8 @@ class Relay {
     auto it = methods_.find(method);
     if (it == methods_.end()) it = methods_.emplace(method, 0).first;
     ++it->second;
-    const double delay_ms = options_.latency.DelayMs(n, random_);
+    const double delay_ms =
+        options_.latency.Delay(n, [this] { return random_.Next(); });
     const int64_t due =
         std::max(now + static_cast<int64_t>(delay_ms * 1e6), c.last_due_ns);
     c.last_due_ns = due;

@@ -1,6 +1,6 @@
 // http — object-store reads through a latency proxy (BENCHMARKS.md, the
 // Lance blob numbers): 100 KiB ranges at C = 64 from nginx behind
-// rangeio-latency-relay (tools/latency_relay.cc, started by
+// rangeio-latency-relay (tests/servers/latency_relay.cc, started by
 // tests/servers/run_servers.sh) adding lognormal latency (median 24 ms).
 // Strategies in one run:
 //   rangeio  a Reader (limiter C = 64, as-completed) on an HTTP source; each

@@ -223,10 +223,9 @@ Result<Report> RunHotCache(const BenchOptions& options) {
   // kFirstReaderRow). pread-one-thread: the bare loop on one thread, as the
   // page-cache row's one consumer reads, shown so that each run says how far
   // the baseline's threads scaled.
-  const char* names[] = {"memcpy",           "memcpy-one-buffer",
-                         "pread",            "pread-one-thread",
-                         "memory-copy",      "memory-zero-copy",
-                         "page-cache",       "page-cache-uring"};
+  const char* names[] = {
+      "memcpy",      "memcpy-one-buffer", "pread",      "pread-one-thread",
+      "memory-copy", "memory-zero-copy",  "page-cache", "page-cache-uring"};
   constexpr size_t kFirstReaderRow = 4;
   for (const char* n : names)
     rep.rows.push_back({n, {}, kRanges, {}, {}, {}, {}});
