@@ -20,7 +20,9 @@ uint64_t SteadyNanos() {
 #if defined(__x86_64__)
 bool InvariantTsc() {
   unsigned a = 0, b = 0, c = 0, d = 0;
-  if (static_cast<unsigned>(__get_cpuid_max(0x80000000u, nullptr)) < 0x80000007u) return false;
+  if (static_cast<unsigned>(__get_cpuid_max(0x80000000u, nullptr)) <
+      0x80000007u)
+    return false;
   __cpuid(0x80000007u, a, b, c, d);
   return (d & (1u << 8)) != 0;
 }

@@ -121,7 +121,8 @@ class CondVar {
   template <class Rep, class Period>
   bool WaitFor(MutexLock& lock, std::chrono::duration<Rep, Period> timeout) {
     std::unique_lock<std::mutex> lk(lock.mu_.mu_, std::adopt_lock);
-    const bool notified = cv_.wait_for(lk, timeout) == std::cv_status::no_timeout;
+    const bool notified =
+        cv_.wait_for(lk, timeout) == std::cv_status::no_timeout;
     lk.release();
     return notified;
   }

@@ -3,11 +3,12 @@
 // A name is a URL when it starts with an RFC 3986 scheme followed by "://"
 // (or is "file:/path", RFC 8089's short form); anything else is a path, so
 // that a local name with a colon ("a:b.bin") stays a path.
+#include "rangeio/open_source.h"
+
 #include <cctype>
 #include <string>
 #include <string_view>
 
-#include "rangeio/open_source.h"
 #include "rangeio/source.h"
 
 namespace rangeio {

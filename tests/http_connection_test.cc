@@ -6,6 +6,7 @@
 // The server below needs no test servers: it holds every request until
 // `want` of them are in flight at once (or a 20 s hang guard passes), so the
 // peak it records says whether the client ever had them all out together.
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -15,8 +16,6 @@
 #include <mutex>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "rangeio/rangeio.h"
 #include "support/loopback_server.h"
@@ -85,8 +84,8 @@ class BarrierServer {
         --in_flight_;
       }
       std::string body(last - first + 1, '\0');
-      FillSimulatedBytes(first, {reinterpret_cast<std::byte*>(body.data()),
-                                 body.size()});
+      FillSimulatedBytes(
+          first, {reinterpret_cast<std::byte*>(body.data()), body.size()});
       const std::string reply =
           "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes " +
           std::to_string(first) + "-" + std::to_string(last) + "/" +

@@ -459,8 +459,8 @@ TEST(HttpNoServerTest, SilentServerHitsTheFirstByteTimeoutAndTheDeadline) {
   o.first_byte_timeout = std::chrono::milliseconds(200);
   o.max_attempts = 3;
   o.size_hint = 100;
-  auto src = OpenHttpSource(
-      "http://127.0.0.1:" + std::to_string(port) + "/x", o);
+  auto src =
+      OpenHttpSource("http://127.0.0.1:" + std::to_string(port) + "/x", o);
   ASSERT_TRUE(src.ok());
   const auto t0 = std::chrono::steady_clock::now();
   auto bytes = ReadOnce(**src, {0, 10});
@@ -474,8 +474,8 @@ TEST(HttpNoServerTest, SilentServerHitsTheFirstByteTimeoutAndTheDeadline) {
 
   o.deadline = std::chrono::milliseconds(300);
   o.max_attempts = 100;
-  auto bounded = OpenHttpSource(
-      "http://127.0.0.1:" + std::to_string(port) + "/y", o);
+  auto bounded =
+      OpenHttpSource("http://127.0.0.1:" + std::to_string(port) + "/y", o);
   ASSERT_TRUE(bounded.ok());
   const auto t1 = std::chrono::steady_clock::now();
   auto late = ReadOnce(**bounded, {0, 10});

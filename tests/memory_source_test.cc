@@ -1,11 +1,12 @@
 // The in-memory Source: inline completion, zero-copy and copying modes
 // (what every Source must do: source_conformance_test.cc).
+#include "rangeio/memory_source.h"
+
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <thread>
 
-#include "rangeio/memory_source.h"
 #include "rangeio/source.h"
 #include "support/collecting_sink.h"
 #include "support/gated_source.h"

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "rangeio/options.h"
 #include "rangeio/open_source.h"
+#include "rangeio/options.h"
 #include "rangeio/source.h"
 #include "rangeio/status.h"
 

@@ -1,4 +1,4 @@
-// hot-cache — scheduling overhead (BENCHMARKS.md): 51,200 non-coalescing
+// hot-cache — scheduling overhead (docs/benchmarks.md): 51,200 non-coalescing
 // 4 KiB ranges at C = 64 from memory and from a file in the page cache
 // (through the pread pool and through io_uring), against bare memcpy and
 // bare pread loops over the same ranges.

@@ -1,4 +1,4 @@
-// http — object-store reads through a latency proxy (BENCHMARKS.md, the
+// http — object-store reads through a latency proxy (docs/benchmarks.md, the
 // Lance blob numbers): 100 KiB ranges at C = 64 from nginx behind
 // rangeio-latency-relay (tests/servers/latency_relay.cc, started by
 // tests/servers/run_servers.sh) adding lognormal latency (median 24 ms).

@@ -1,4 +1,4 @@
-// local — a real disk (BENCHMARKS.md): random 4 KiB and 1 MiB reads at
+// local — a real disk (docs/benchmarks.md): random 4 KiB and 1 MiB reads at
 // C = 64 from a 2 GiB file, through the pread pool and io_uring, buffered
 // (cold: the file's pages dropped first) and O_DIRECT, next to fio on the
 // same file with the same block size, depth and engine.
@@ -37,7 +37,7 @@ namespace {
 // ~1.3 GiB/s fio measured here, so that no 1 MiB row runs out of blocks
 // early on a disk twice as fast.
 constexpr uint64_t kFileBytes = uint64_t{2} << 30;
-constexpr uint32_t kConcurrency = 64;  // BENCHMARKS.md: C = 64
+constexpr uint32_t kConcurrency = 64;  // docs/benchmarks.md: C = 64
 // Per row: 10 rows of 3 s keep the whole run (with cache drops and fio's
 // start-up) under a minute, while 3 s of 4 KiB reads is ~300,000 reads
 // here: percentiles and rates settle well before that.

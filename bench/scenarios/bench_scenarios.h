@@ -1,4 +1,4 @@
-// bench_scenarios.h — the scenarios of `rangeio bench` (BENCHMARKS.md).
+// bench_scenarios.h — the scenarios of `rangeio bench` (docs/benchmarks.md).
 //
 // Each scenario runs its competing strategies in the same process, round by
 // round with the strategies in rotating order, and reports the median of the

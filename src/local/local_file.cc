@@ -1,11 +1,12 @@
 // OpenLocalFile: opens the file once and hands it to the engine the options
 // choose (pread pool or io_uring), falling back to the pread pool when the
 // default engine for O_DIRECT, io_uring, cannot be set up.
+#include "rangeio/local_file.h"
+
 #include <string>
 
 #include "local/local_read.h"
 #include "local/pread_file.h"
-#include "rangeio/local_file.h"
 #include "rangeio/source.h"
 #include "uring/uring_file.h"
 
@@ -42,8 +43,8 @@ Result<std::shared_ptr<Source>> OpenLocalFile(const std::string& path,
   }
   if (options.hit_threads && *options.hit_threads > 4096) {
     return Status::InvalidArgument(
-        "LocalFileOptions.hit_threads=" +
-        std::to_string(*options.hit_threads) + " for '" + path +
+        "LocalFileOptions.hit_threads=" + std::to_string(*options.hit_threads) +
+        " for '" + path +
         "' is invalid: valid 0..4096, or unset for one per core beyond the "
         "caller's");
   }

@@ -1,8 +1,9 @@
 // An in-memory Source: reads complete inline on the calling thread.
+#include "rangeio/memory_source.h"
+
 #include <cstring>
 #include <string>
 
-#include "rangeio/memory_source.h"
 #include "rangeio/source.h"
 
 namespace rangeio {
