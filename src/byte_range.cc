@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "parse_number.h"
+#include "parse_text.h"
 
 namespace rangeio {
 

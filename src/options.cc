@@ -5,7 +5,7 @@
 #include <sstream>
 #include <string>
 
-#include "parse_number.h"
+#include "parse_text.h"
 
 namespace rangeio {
 namespace {

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "http/http_dialect.h"
-#include "parse_number.h"
+#include "parse_text.h"
 
 namespace rangeio::detail {
 namespace {
@@ -14,17 +14,6 @@ namespace {
 constexpr uint64_t kNanosPerSecond = 1'000'000'000;
 // Longest wait a Retry-After may ask for: a day, as HttpOptions' bounds.
 constexpr uint64_t kMaxRetryAfterSeconds = 86'400;
-
-std::string_view TrimView(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' ||
-                        s.back() == '\r' || s.back() == '\n')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
 
 // `name` equals `lower` (lower case) ignoring ASCII case.
 bool EqualsNoCase(std::string_view name, std::string_view lower) {
@@ -198,8 +187,8 @@ void Response::AddHeaderLine(std::string_view line) {
   }
   const size_t colon = line.find(':');
   if (colon == std::string_view::npos) return;
-  const std::string_view name = TrimView(line.substr(0, colon));
-  const std::string_view value = TrimView(line.substr(colon + 1));
+  const std::string_view name = TrimSpace(line.substr(0, colon));
+  const std::string_view value = TrimSpace(line.substr(colon + 1));
   if (EqualsNoCase(name, "content-range")) {
     content_range = std::string(value);
   } else if (EqualsNoCase(name, "retry-after")) {

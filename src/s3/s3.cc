@@ -8,23 +8,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "parse_text.h"
+
 namespace rangeio::detail {
 namespace {
 
 bool IsUnreserved(unsigned char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
          (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' || c == '~';
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' ||
-                        s.back() == '\r' || s.back() == '\n')) {
-    s.remove_suffix(1);
-  }
-  return s;
 }
 
 std::string Lower(std::string_view s) {
@@ -72,22 +63,22 @@ Result<std::optional<S3Credentials>> ReadCredentialsFile(
   bool found = false;
   std::string line;
   while (std::getline(in, line)) {
-    std::string_view l = Trim(line);
+    std::string_view l = TrimSpace(line);
     if (l.empty() || l.front() == '#' || l.front() == ';') continue;
     if (l.front() == '[') {
       if (l.back() != ']') {
         return Status::InvalidArgument("AWS shared credentials file '" + path +
                                        "': malformed section header");
       }
-      in_section = Trim(l.substr(1, l.size() - 2)) == profile;
+      in_section = TrimSpace(l.substr(1, l.size() - 2)) == profile;
       found = found || in_section;
       continue;
     }
     if (!in_section) continue;
     const size_t eq = l.find('=');
     if (eq == std::string_view::npos) continue;
-    const std::string k = Lower(Trim(l.substr(0, eq)));
-    const std::string v(Trim(l.substr(eq + 1)));
+    const std::string k = Lower(TrimSpace(l.substr(0, eq)));
+    const std::string v(TrimSpace(l.substr(eq + 1)));
     if (k == "aws_access_key_id") c.access_key_id = v;
     if (k == "aws_secret_access_key") c.secret_access_key = v;
     if (k == "aws_session_token") c.session_token = v;

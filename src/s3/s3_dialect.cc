@@ -3,7 +3,7 @@
 // s3_dialect.h.
 #include "s3/s3_dialect.h"
 
-#include "parse_number.h"
+#include "parse_text.h"
 
 namespace rangeio::detail {
 namespace {

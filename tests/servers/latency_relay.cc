@@ -63,7 +63,7 @@
 #include <utility>
 #include <vector>
 
-#include "parse_number.h"
+#include "parse_text.h"
 #include "sim/latency_model.h"
 
 namespace {

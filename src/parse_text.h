@@ -1,0 +1,35 @@
+// parse_text.h (internal) — strict decimal parsing and whitespace trimming,
+// the one place for them: options, byte ranges, HTTP header values, AWS
+// config files, and the latency relay's arguments
+// (tests/servers/latency_relay.cc, which includes it without linking
+// librangeio: keep it header-only).
+#pragma once
+
+#include <charconv>
+#include <cstdint>
+#include <string_view>
+
+namespace rangeio::detail {
+
+// True when all of `s` is a decimal uint64_t (no sign, space or suffix).
+inline bool ParseU64(std::string_view s, uint64_t* out) {
+  if (s.empty()) return false;
+  const char* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, *out);
+  return ec == std::errc() && p == end;
+}
+
+// `s` without leading blanks (space, tab) and trailing blanks or line ends
+// (space, tab, CR, LF): header lines and config lines both end that way.
+inline std::string_view TrimSpace(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' ||
+                        s.back() == '\r' || s.back() == '\n')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+}  // namespace rangeio::detail
