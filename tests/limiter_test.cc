@@ -21,6 +21,7 @@ namespace {
 using testing::GatedSource;
 using ::testing::HasSubstr;
 using testing::LimitOptions;
+using testing::OpenReader;
 using testing::SpreadRanges;
 using testing::StreamConsumer;
 using testing::WaitUntil;
@@ -29,13 +30,6 @@ std::shared_ptr<Limiter> MakeLimiter(const Options& o) {
   auto l = Limiter::Make(o);
   EXPECT_TRUE(l.ok()) << l.status().ToString();
   return l.ok() ? *l : nullptr;
-}
-
-Reader OpenReader(std::shared_ptr<Source> source, const Options& o = {},
-                  std::shared_ptr<Limiter> limiter = nullptr) {
-  auto r = Reader::Open(std::move(source), o, std::move(limiter));
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return std::move(r).value();
 }
 
 TEST(LimiterTest, MakeResolvesBudgets) {

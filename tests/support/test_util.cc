@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -126,6 +127,30 @@ void ExpectLimiterDrains(const Limiter& l) {
     return s.in_flight == 0 && s.retained_count == 0 && s.retained_bytes == 0;
   })) << l.GetStats().ToString();
   EXPECT_EQ(l.GetStats().waiting_streams, 0u);
+}
+
+Reader OpenReader(std::shared_ptr<Source> source, const Options& o,
+                  std::shared_ptr<Limiter> limiter) {
+  auto r = Reader::Open(std::move(source), o, std::move(limiter));
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return std::move(r).value();
+}
+
+std::vector<size_t> Iota(size_t n) {
+  std::vector<size_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+void ExpectEachIndexOnce(std::vector<size_t> idx, size_t n) {
+  std::sort(idx.begin(), idx.end());
+  EXPECT_EQ(idx, Iota(n));
+}
+
+Plan MustPlan(const std::vector<ByteRange>& ranges, const PlannerOptions& o) {
+  Result<Plan> plan = PlanReads(ranges, o);
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  return plan.ok() ? *std::move(plan) : Plan();
 }
 
 ScopedThread::~ScopedThread() {

@@ -4,7 +4,9 @@
 // against a hang (never a speed assertion). StreamConsumer drains a
 // RangeStream on its own thread, as a real caller would, recording what it
 // got; it can keep every slice it is handed (a stalling consumer) until told
-// to let go. Drain() does the same on the calling thread.
+// to let go. Drain() does the same on the calling thread. OpenReader, Iota,
+// ExpectEachIndexOnce serve the reader tests; MustPlan, kMax, KiB and MiB the
+// planner tests.
 //
 // Thread-safety: StreamConsumer's accessors may be called from any thread.
 #pragma once
@@ -14,6 +16,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -101,6 +105,25 @@ DrainResult Drain(RangeStream& stream, std::span<const ByteRange> ranges = {},
 // Waits until nothing is in flight or retained on `l` and no stream waits:
 // every permit and every byte of response budget came back.
 void ExpectLimiterDrains(const Limiter& l);
+
+// Reader::Open that expects success (a test failure otherwise).
+Reader OpenReader(std::shared_ptr<Source> source, const Options& o = {},
+                  std::shared_ptr<Limiter> limiter = nullptr);
+
+// 0, 1, ..., n - 1.
+std::vector<size_t> Iota(size_t n);
+
+// Every index in [0, n) exactly once.
+void ExpectEachIndexOnce(std::vector<size_t> idx, size_t n);
+
+// The planner tests' sizes: the last offset there is, and binary units.
+inline constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+inline constexpr uint64_t KiB = 1024;
+inline constexpr uint64_t MiB = 1024 * KiB;
+
+// PlanReads that expects success (a test failure and an empty plan
+// otherwise).
+Plan MustPlan(const std::vector<ByteRange>& ranges, const PlannerOptions& o);
 
 // A thread that is joined however the test exits: if it is still running at
 // destruction (a failed ASSERT left reads held), every live GatedSource is
