@@ -36,7 +36,8 @@ std::string_view StatusCodeName(StatusCode code) {
 Status Status::FromErrno(int err, std::string_view context) {
   std::string msg(context);
   msg += ": ";
-  msg += std::strerror(err);
+  char buf[256];
+  msg += ::strerror_r(err, buf, sizeof buf);  // GNU: returns the message
   msg += " (errno ";
   msg += std::to_string(err);
   msg += ")";

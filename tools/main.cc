@@ -1,6 +1,7 @@
 // rangeio — command-line tool: `cat` ranges of a file, run the benchmarks.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -53,7 +54,7 @@ int RunBench(const std::vector<std::string>& scenarios,
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   CLI::App app{
       "rangeio: many byte ranges from files and object stores, fast and "
       "bounded"};
@@ -160,4 +161,14 @@ int main(int argc, char** argv) {
     scenarios = {"straggler", "hot-cache", "coalesce", "local"};
   }
   return RunBench(scenarios, bo, json_path);
+}
+
+int main(int argc, char** argv) {
+  // CLI11 and nlohmann_json throw; say what went wrong instead of terminating.
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rangeio: %s\n", e.what());
+    return 1;
+  }
 }

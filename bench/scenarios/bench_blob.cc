@@ -216,6 +216,7 @@ Result<Outcome> RunLibrary(Layout layout, detail::BatchMode mode,
   Outcome out;
   std::mutex mu;
   std::vector<std::thread> callers;
+  callers.reserve(kCallers);
   const auto t0 = Clock::now();
   for (int t = 0; t < kCallers; ++t) {
     callers.emplace_back([&, t] {
@@ -268,6 +269,7 @@ Result<Outcome> RunDirect(Layout layout, const std::string& base) {
   Outcome out;
   std::mutex mu;
   std::vector<std::thread> callers;
+  callers.reserve(kCallers);
   const auto t0 = Clock::now();
   for (int t = 0; t < kCallers; ++t) {
     callers.emplace_back([&, t] {

@@ -103,7 +103,7 @@ class [[nodiscard]] Result {
   bool ok() const { return std::holds_alternative<T>(v_); }
   const Status& status() const {
     static const Status kOk;
-    return ok() ? kOk : *std::get_if<Status>(&v_);
+    return ok() ? kOk : std::get<Status>(v_);  // cannot throw: !ok()
   }
   // Precondition: ok(); on an error, prints the status and aborts.
   T& value() & { return *CheckedValue(); }
@@ -140,10 +140,13 @@ class [[nodiscard]] Result {
     if (!_rangeio_st.ok()) return _rangeio_st; \
   } while (false)
 
+// `lhs` is a declaration and `tmp` a name: neither can be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define RANGEIO_ASSIGN_OR_RETURN_IMPL(tmp, lhs, rexpr) \
   auto tmp = (rexpr);                                  \
   if (!tmp.ok()) return tmp.status();                  \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)
 
 // `RANGEIO_ASSIGN_OR_RETURN(auto x, MakeX());` declares x or returns the error.
 #define RANGEIO_ASSIGN_OR_RETURN(lhs, rexpr)                               \

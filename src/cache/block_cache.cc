@@ -88,9 +88,9 @@ class BlockCacheImpl final : public BlockCache {
     stats_.blocks_cached = 0;
   }
 
-  uint64_t Intern(const std::string& identity) EXCLUDES(mu_) {
+  uint64_t Intern(std::string identity) EXCLUDES(mu_) {
     MutexLock lk(mu_);
-    auto [it, added] = ids_.try_emplace(identity, ids_.size());
+    auto [it, added] = ids_.try_emplace(std::move(identity), ids_.size());
     return it->second;
   }
 
@@ -428,8 +428,9 @@ Result<std::shared_ptr<Source>> MakeCachedSource(
     return Status::InvalidArgument("MakeCachedSource: source is null");
   if (!cache) return Status::InvalidArgument("MakeCachedSource: cache is null");
   RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, inner->Size());
-  auto impl = std::static_pointer_cast<BlockCacheImpl>(cache);
-  const uint64_t id = impl->Intern(identity.empty() ? inner->name() : identity);
+  auto impl = std::static_pointer_cast<BlockCacheImpl>(std::move(cache));
+  if (identity.empty()) identity = inner->name();
+  const uint64_t id = impl->Intern(std::move(identity));
   return std::shared_ptr<Source>(std::make_shared<CachedSource>(
       std::move(inner), std::move(impl), id, size));
 }

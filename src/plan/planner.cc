@@ -169,12 +169,12 @@ class OverreadRule {
     }
   }
   Int128 Key(size_t i) const {
-    return Int128(q_) * prefix_[i] -
-           (Int128(segments_[i].start) << kRatioFractionBits);
+    return static_cast<Int128>(q_) * prefix_[i] -
+           (static_cast<Int128>(segments_[i].start) << kRatioFractionBits);
   }
   Int128 Threshold(size_t j) const {
-    return Int128(q_) * prefix_[j + 1] -
-           (Int128(segments_[j].end) << kRatioFractionBits);
+    return static_cast<Int128>(q_) * prefix_[j + 1] -
+           (static_cast<Int128>(segments_[j].end) << kRatioFractionBits);
   }
 
  private:

@@ -151,7 +151,8 @@ std::string ElementText(std::string_view body, std::string_view name) {
 }  // namespace
 
 std::optional<std::string> ProcessEnv(const char* name) {
-  const char* v = std::getenv(name);
+  // Unsafe only against a concurrent setenv, which the library never calls.
+  const char* v = std::getenv(name);  // NOLINT(concurrency-mt-unsafe)
   if (v == nullptr || *v == '\0') return std::nullopt;
   return std::string(v);
 }

@@ -29,12 +29,15 @@ std::optional<RetryCause> RetryCauseOfS3Error(std::string_view code) {
   return std::nullopt;
 }
 
-S3Dialect::S3Dialect(std::string region, const S3Credentials* credentials)
+S3Dialect::S3Dialect(const std::string& region,
+                     const S3Credentials* credentials)
     : sign_(credentials != nullptr),
       sigv4_("aws:amz:" + region + ":s3"),
-      access_key_id_(sign_ ? credentials->access_key_id : ""),
-      secret_access_key_(sign_ ? credentials->secret_access_key : ""),
-      session_token_(sign_ ? credentials->session_token : "") {}
+      access_key_id_(credentials != nullptr ? credentials->access_key_id : ""),
+      secret_access_key_(credentials != nullptr ? credentials->secret_access_key
+                                                : ""),
+      session_token_(credentials != nullptr ? credentials->session_token : "") {
+}
 
 S3Dialect::~S3Dialect() { curl_slist_free_all(headers_); }
 

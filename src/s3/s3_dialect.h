@@ -26,7 +26,7 @@ std::optional<RetryCause> RetryCauseOfS3Error(std::string_view code);
 class S3Dialect final : public HttpDialect {
  public:
   // `credentials` null: anonymous requests, unsigned.
-  S3Dialect(std::string region, const S3Credentials* credentials);
+  S3Dialect(const std::string& region, const S3Credentials* credentials);
   ~S3Dialect() override;
   S3Dialect(const S3Dialect&) = delete;
   S3Dialect& operator=(const S3Dialect&) = delete;
