@@ -91,8 +91,10 @@ class SCOPED_CAPABILITY MutexLock {
   MutexLock(const MutexLock&) = delete;
   MutexLock& operator=(const MutexLock&) = delete;
 
-  void Lock() ACQUIRE() {
-    spin_ == Spin::kYes ? mu_.LockSpinning() : mu_.Lock();
+  void Lock() ACQUIRE() { Lock(spin_); }
+  // Re-locks spinning or not, whatever this lock was made with.
+  void Lock(Spin spin) ACQUIRE() {
+    spin == Spin::kYes ? mu_.LockSpinning() : mu_.Lock();
     held_ = true;
   }
   void Unlock() RELEASE() {

@@ -1,8 +1,8 @@
-// parse_text.h (internal) — strict decimal parsing and whitespace trimming,
-// the one place for them: options, byte ranges, HTTP header values, AWS
-// config files, and the latency relay's arguments
-// (tests/servers/latency_relay.cc, which includes it without linking
-// librangeio: keep it header-only).
+// parse_text.h (internal) — strict decimal parsing, whitespace trimming and
+// ASCII case-insensitive comparison, the one place for them: options, byte
+// ranges, URLs, HTTP header values, AWS config files, and the latency relay's
+// arguments (tests/servers/latency_relay.cc, which includes it without
+// linking librangeio: keep it header-only). Stateless.
 #pragma once
 
 #include <charconv>
@@ -30,6 +30,23 @@ inline std::string_view TrimSpace(std::string_view s) {
     s.remove_suffix(1);
   }
   return s;
+}
+
+// `s` starts with `lower` (written in lower case), ignoring ASCII case: URL
+// schemes and header names.
+inline bool StartsWithNoCase(std::string_view s, std::string_view lower) {
+  if (s.size() < lower.size()) return false;
+  for (size_t i = 0; i < lower.size(); ++i) {
+    char c = s[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != lower[i]) return false;
+  }
+  return true;
+}
+
+// `s` equals `lower` (written in lower case), ignoring ASCII case.
+inline bool EqualsNoCase(std::string_view s, std::string_view lower) {
+  return s.size() == lower.size() && StartsWithNoCase(s, lower);
 }
 
 }  // namespace rangeio::detail

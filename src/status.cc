@@ -32,12 +32,24 @@ std::string_view StatusCodeName(StatusCode code) {
   return "unknown";
 }
 
+namespace {
+
+// strerror is not thread-safe; strerror_r returns the text (GNU) or 0 (XSI).
+[[maybe_unused]] const char* ErrnoText(const char* gnu, const char* /*buf*/) {
+  return gnu;
+}
+[[maybe_unused]] const char* ErrnoText(int xsi, const char* buf) {
+  return xsi == 0 ? buf : "unknown error";
+}
+
+}  // namespace
+
 // The one place errno values become codes.
 Status Status::FromErrno(int err, std::string_view context) {
   std::string msg(context);
   msg += ": ";
   char buf[256];
-  msg += ::strerror_r(err, buf, sizeof buf);  // GNU: returns the message
+  msg += ErrnoText(strerror_r(err, buf, sizeof buf), buf);
   msg += " (errno ";
   msg += std::to_string(err);
   msg += ")";

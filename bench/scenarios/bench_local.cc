@@ -33,14 +33,14 @@
 namespace rangeio::bench {
 namespace {
 
-// Larger than 1 GiB as the issue asks, and 2x the 1 MiB row's 3 s at the
-// ~1.3 GiB/s fio measured here, so that no 1 MiB row runs out of blocks
-// early on a disk twice as fast.
+// Larger than 1 GiB, so that the page cache cannot hold the cold rows' data,
+// and large enough that a 1 MiB row of 3 s does not run out of blocks on a
+// disk of a few GiB/s.
 constexpr uint64_t kFileBytes = uint64_t{2} << 30;
 constexpr uint32_t kConcurrency = 64;  // docs/benchmarks.md: C = 64
 // Per row: 10 rows of 3 s keep the whole run (with cache drops and fio's
-// start-up) under a minute, while 3 s of 4 KiB reads is ~300,000 reads
-// here: percentiles and rates settle well before that.
+// start-up) near a minute, while 3 s of 4 KiB reads is hundreds of thousands
+// of reads: percentiles and rates settle well before that.
 constexpr int kRowSeconds = 3;
 constexpr uint64_t kBlockSizes[] = {4096, uint64_t{1} << 20};
 constexpr uint64_t kChunk = 8 << 20;  // file creation: bytes per pwrite
@@ -189,7 +189,7 @@ Result<IoRow> RunOurs(const std::string& path, const Strategy& s,
     const auto deadline = t0 + std::chrono::seconds(kRowSeconds);
     std::vector<ByteRange> laps;
     if (s.direct) {
-      // Laps for the row's time at 6 GiB/s (4x fio's 1 MiB rate here), at
+      // Laps for the row's time at 6 GiB/s (beyond any disk of this kind), at
       // most 2^20 ranges (16 MiB of list, copied by ReadRanges inside the
       // timed row): 4 KiB rows keep their single lap of 524,288 blocks.
       const uint64_t want = std::min<uint64_t>(

@@ -47,8 +47,8 @@ struct Options {
   // and "split-bytes" (planner.h documents each): how requested ranges become
   // backend reads. Unset (the default): the source's own preset,
   // Source::DefaultPlannerOptions() (local files "local", the simulated
-  // object store "object-store"; HTTP, S3, memory and custom sources
-  // "none"). Field keys given
+  // object store "object-store", a cached source its inner source's; HTTP,
+  // S3, memory and custom sources "none"). Field keys given
   // without "planner" start from the object-store preset. With "none" each
   // range is one read, exactly as requested, and nothing is planned.
   std::optional<PlannerOptions> planner;

@@ -15,17 +15,6 @@ constexpr uint64_t kNanosPerSecond = 1'000'000'000;
 // Longest wait a Retry-After may ask for: a day, as HttpOptions' bounds.
 constexpr uint64_t kMaxRetryAfterSeconds = 86'400;
 
-// `name` equals `lower` (lower case) ignoring ASCII case.
-bool EqualsNoCase(std::string_view name, std::string_view lower) {
-  if (name.size() != lower.size()) return false;
-  for (size_t i = 0; i < name.size(); ++i) {
-    char c = name[i];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    if (c != lower[i]) return false;
-  }
-  return true;
-}
-
 const char* ReasonPhrase(long status) {
   switch (status) {
     case 200:

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "mutex.h"
+#include "parse_text.h"
 #include "rangeio/http.h"
 
 namespace rangeio {
@@ -106,20 +107,11 @@ class HttpSource final : public Source {
   detail::Mutex probe_mu_;
 };
 
-bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
-  if (s.size() < prefix.size()) return false;
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    char c = s[i];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    if (c != prefix[i]) return false;
-  }
-  return true;
-}
-
 // `url` without its user:password, if any: what errors may show. Checks the
 // URL with libcurl's own parser, so what is accepted here is what it sends.
 Result<std::string> RedactedHttpUrl(const std::string& url) {
-  if (!StartsWithNoCase(url, "http://") && !StartsWithNoCase(url, "https://")) {
+  if (!detail::StartsWithNoCase(url, "http://") &&
+      !detail::StartsWithNoCase(url, "https://")) {
     return Status::InvalidArgument("'" + url +
                                    "' is not an http:// or https:// URL");
   }

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "clock.h"
+#include "parse_text.h"
 
 namespace rangeio::detail {
 namespace {
@@ -17,16 +18,6 @@ namespace {
 // off: a redirect would need a new signature). 5: what browsers tolerate
 // many times over.
 constexpr long kMaxRedirects = 5;
-
-bool StartsWithNoCase(std::string_view s, std::string_view lower) {
-  if (s.size() < lower.size()) return false;
-  for (size_t i = 0; i < lower.size(); ++i) {
-    char c = s[i];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    if (c != lower[i]) return false;
-  }
-  return true;
-}
 
 // Records a total seen in an answer; an error when it contradicts the size
 // already known (the object was replaced, or size_hint is wrong).

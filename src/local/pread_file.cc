@@ -231,7 +231,7 @@ class PreadPool : public std::enable_shared_from_this<PreadPool> {
       const HitBatch batch = TakeHitsLocked(kHitBatch);
       lk.Unlock();
       RunTakenHits(batch);
-      lk.Lock();
+      lk.Lock(MutexLock::Spin::kNo);  // a spin would take a core from queuers
     }
   }
 

@@ -33,6 +33,15 @@ class Mulberry32 {
   uint32_t a_;
 };
 
+// Box-Muller: a standard normal from two uniforms in [0, 1), for a caller
+// with no normal distribution of its own (the relay, as faultproxy.js).
+template <typename Uniform>
+double NormalFromUniforms(Uniform&& uniform) {
+  const double u = 1 - uniform();  // in (0, 1], so log(u) is finite
+  const double v = uniform();
+  return std::sqrt(-2 * std::log(u)) * std::cos(2 * std::numbers::pi * v);
+}
+
 // The delay added to request n; `base` and `slow` in any unit (the delay
 // comes back in it): nanoseconds in the simulated store, milliseconds in the
 // relay.
@@ -51,9 +60,10 @@ struct DelayModel {
   double sigma = 0;
 
   // The delay of request n (0-based, in submission order). `uniform()`
-  // returns doubles uniform in [0, 1); it is called only by the random kinds.
-  template <typename Uniform>
-  double Delay(uint64_t n, Uniform&& uniform) const {
+  // returns doubles uniform in [0, 1) and `normal()` standard normal ones;
+  // they are called only by the random kinds.
+  template <typename Uniform, typename Normal>
+  double Delay(uint64_t n, Uniform&& uniform, Normal&& normal) const {
     switch (kind) {
       case Kind::kFixed:
         return base;
@@ -61,14 +71,8 @@ struct DelayModel {
         return n % every == every - 1 ? slow : base;
       case Kind::kProbability:
         return uniform() < p ? slow : base;
-      case Kind::kLognormal: {
-        // Box-Muller: a standard normal from two uniforms (u in (0, 1]).
-        const double u = 1 - uniform();
-        const double v = uniform();
-        const double z =
-            std::sqrt(-2 * std::log(u)) * std::cos(2 * std::numbers::pi * v);
-        return base * std::exp(sigma * z);
-      }
+      case Kind::kLognormal:
+        return base * std::exp(sigma * normal());
     }
     return base;
   }

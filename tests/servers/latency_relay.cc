@@ -108,6 +108,7 @@ int64_t NowNs() {
 
 using rangeio::detail::DelayModel;
 using rangeio::detail::Mulberry32;
+using rangeio::detail::NormalFromUniforms;
 using rangeio::detail::ParseU64;
 
 // --latency JSON as faultproxy.js takes it ("none" is a fixed 0 ms).
@@ -652,8 +653,9 @@ class Relay {
     auto it = methods_.find(method);
     if (it == methods_.end()) it = methods_.emplace(method, 0).first;
     ++it->second;
-    const double delay_ms =
-        options_.latency.Delay(n, [this] { return random_.Next(); });
+    auto uniform = [this] { return random_.Next(); };
+    const double delay_ms = options_.latency.Delay(
+        n, uniform, [&uniform] { return NormalFromUniforms(uniform); });
     const int64_t due =
         std::max(now + static_cast<int64_t>(delay_ms * 1e6), c.last_due_ns);
     c.last_due_ns = due;
