@@ -1,9 +1,10 @@
-// latency_relay — rangeio-latency-relay, the HTTP/1.1 latency relay in front
-// of nginx for `rangeio bench http` and `rangeio bench blob`
+// latency_relay.cc — the relay's epoll loop and main; single-threaded.
+//
+// rangeio-latency-relay, the HTTP/1.1 latency relay in front of nginx for
+// `rangeio bench http` and `rangeio bench blob`
 // (tests/servers/run_servers.sh starts two: lognormal 24 ms, and none).
 //
-//   rangeio-latency-relay --upstream HOST:PORT [--listen PORT]
-//       [--latency JSON] [--seed N] [--port-file FILE]
+// Usage and the --latency models: latency_relay_options.h.
 //
 // The kernel here has no netem, so the benchmarks' latency is added in user
 // space, and whatever adds it must not be the bottleneck (issue 5: at least
@@ -19,21 +20,10 @@
 // the connection's own. Request bodies sent chunked are refused (rangeio and
 // curl send none).
 //
-// Latency models (--latency, the JSON of faultproxy.js, same PRNG and seed;
-// drawn by src/sim/latency_model.h, as the simulated store's):
-//   {"kind": "none"}
-//   {"kind": "fixed", "ms": 24}
-//   {"kind": "every", "k": 64, "base_ms": 1, "slow_ms": 10}  request n is slow
-//                                                            when n % k == k-1
-//   {"kind": "random", "p": 0.01, "base_ms": 1, "slow_ms": 100}
-//   {"kind": "lognormal", "median_ms": 24, "sigma": 0.3}
-//
 // SIGTERM or SIGINT ends it; it then prints one line to stderr: requests by
 // method, connections, response bytes and how late the timers fired.
-//
 // Single-threaded: one epoll loop owns every connection.
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -46,16 +36,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <queue>
 #include <string>
 #include <string_view>
@@ -63,23 +49,13 @@
 #include <utility>
 #include <vector>
 
-#include "parse_text.h"
+#include "latency_relay_connection.h"
+#include "latency_relay_options.h"
 #include "sim/latency_model.h"
 
+namespace rangeio::relay {
 namespace {
 
-constexpr char kProgram[] = "rangeio-latency-relay";
-
-// A request head this large without its blank line is not from rangeio or
-// curl (theirs are < 1 KiB): the connection is closed rather than buffered.
-constexpr size_t kMaxHeadBytes = 64 * 1024;
-// Pipe capacity per connection: 128 KiB holds a whole 100 KiB response, so
-// one splice in and one out usually move it (the default 64 KiB takes two of
-// each). Not more: every pipe counts against the per-user quota of 64 MiB
-// (/proc/sys/fs/pipe-user-pages-soft), shared with the other relay, and
-// past it the kernel hands out 8 KiB pipes. When F_SETPIPE_SZ is refused the
-// default size is kept.
-constexpr int kPipeBytes = 128 * 1024;
 // Client bytes read per recv(): several pipelined request heads.
 constexpr size_t kReadBytes = 64 * 1024;
 constexpr int kMaxEvents = 256;
@@ -91,244 +67,14 @@ constexpr uint64_t kTimerKey = 1;
 constexpr uint64_t kSignalKey = 2;
 constexpr uint64_t kFirstId = 2;
 
-[[noreturn]] void Die(const std::string& message) {
-  std::fprintf(stderr, "%s: %s\n", kProgram, message.c_str());
-  std::exit(2);
-}
-
-std::string Errno(const char* what) {
-  return std::string(what) + ": " + std::strerror(errno);
-}
-
 int64_t NowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
-using rangeio::detail::DelayModel;
 using rangeio::detail::Mulberry32;
 using rangeio::detail::NormalFromUniforms;
-using rangeio::detail::ParseU64;
-
-// --latency JSON as faultproxy.js takes it ("none" is a fixed 0 ms).
-DelayModel ParseLatency(const std::string& text) {
-  const std::string where = "--latency '" + text + "'";
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    Die(where + ": not a JSON object");
-  }
-  if (!j.contains("kind") || !j["kind"].is_string()) {
-    Die(where +
-        ": needs a string \"kind\" (none, fixed, every, random, "
-        "lognormal)");
-  }
-  const std::string kind = j["kind"];
-  // A non-negative number field; every field a kind names is required.
-  auto number = [&](const char* field) {
-    if (!j.contains(field) || !j[field].is_number() ||
-        j[field].get<double>() < 0 || !std::isfinite(j[field].get<double>())) {
-      Die(where + ": \"" + kind + "\" needs a non-negative number \"" + field +
-          "\"");
-    }
-    return j[field].get<double>();
-  };
-  DelayModel m;
-  if (kind == "none") {
-    m.kind = DelayModel::Kind::kFixed;
-  } else if (kind == "fixed") {
-    m.kind = DelayModel::Kind::kFixed;
-    m.base = number("ms");
-  } else if (kind == "every") {
-    m.kind = DelayModel::Kind::kEveryKth;
-    if (!j.contains("k") || !j["k"].is_number_integer() ||
-        j["k"].get<int64_t>() < 1) {
-      Die(where + ": \"every\" needs an integer \"k\" >= 1");
-    }
-    m.every = j["k"].get<uint64_t>();
-    m.base = number("base_ms");
-    m.slow = number("slow_ms");
-  } else if (kind == "random") {
-    m.kind = DelayModel::Kind::kProbability;
-    m.p = number("p");
-    if (m.p > 1) Die(where + ": \"p\" is a probability, at most 1");
-    m.base = number("base_ms");
-    m.slow = number("slow_ms");
-  } else if (kind == "lognormal") {
-    m.kind = DelayModel::Kind::kLognormal;
-    m.base = number("median_ms");
-    m.sigma = number("sigma");
-  } else {
-    Die(where + ": unknown kind \"" + kind +
-        "\" (none, fixed, every, random, lognormal)");
-  }
-  return m;
-}
-
-template <typename T>
-T ParseUnsigned(const char* option, std::string_view text, T max,
-                const char* what) {
-  uint64_t value = 0;
-  if (!ParseU64(text, &value) || value > max) {
-    Die(std::string(option) + " '" + std::string(text) + "': not " + what);
-  }
-  return static_cast<T>(value);
-}
-
-struct Options {
-  uint16_t listen_port = 0;  // 0: a free port (see port_file)
-  std::string upstream;      // HOST:PORT, as given
-  sockaddr_storage upstream_addr{};
-  socklen_t upstream_addr_len = 0;
-  DelayModel latency;     // in ms; default: none (fixed 0)
-  uint32_t seed = 1;      // faultproxy.js's default
-  std::string port_file;  // empty: not written
-};
-
-void ResolveUpstream(Options& o) {
-  const size_t colon = o.upstream.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    Die("--upstream '" + o.upstream + "': not HOST:PORT");
-  }
-  const std::string host = o.upstream.substr(0, colon);
-  const std::string port = o.upstream.substr(colon + 1);
-  uint64_t port_number = 0;
-  if (!ParseU64(port, &port_number) || port_number > 65535) {
-    Die("--upstream '" + o.upstream + "': port '" + port +
-        "' is not a number 0..65535");
-  }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
-  if (rc != 0) {
-    Die("--upstream '" + o.upstream + "': cannot resolve '" + host +
-        "': " + gai_strerror(rc));
-  }
-  std::memcpy(&o.upstream_addr, found->ai_addr, found->ai_addrlen);
-  o.upstream_addr_len = found->ai_addrlen;
-  freeaddrinfo(found);
-}
-
-Options ParseOptions(int argc, char** argv) {
-  Options o;
-  bool have_upstream = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::printf(
-          "usage: %s --upstream HOST:PORT [--listen PORT] [--latency JSON] "
-          "[--seed N] [--port-file FILE]\n",
-          kProgram);
-      std::exit(0);
-    }
-    if (i + 1 >= argc) {
-      Die(std::string(arg) + ": " +
-          (arg.starts_with("--") ? "needs a value" : "unknown argument"));
-    }
-    const std::string_view value = argv[++i];
-    if (arg == "--listen") {
-      o.listen_port = ParseUnsigned<uint16_t>("--listen", value, 65535,
-                                              "a port number (0..65535)");
-    } else if (arg == "--upstream") {
-      o.upstream = value;
-      have_upstream = true;
-    } else if (arg == "--latency") {
-      o.latency = ParseLatency(std::string(value));
-    } else if (arg == "--seed") {
-      o.seed = ParseUnsigned<uint32_t>("--seed", value, UINT32_MAX,
-                                       "an integer 0..4294967295");
-    } else if (arg == "--port-file") {
-      o.port_file = value;
-    } else {
-      Die("unknown option '" + std::string(arg) +
-          "' (--listen, --upstream, --latency, --seed, --port-file)");
-    }
-  }
-  if (!have_upstream) Die("--upstream HOST:PORT is required");
-  ResolveUpstream(o);
-  return o;
-}
-
-// One client connection and its upstream connection. The *_ready flags are
-// what edge-triggered epoll last said and no EAGAIN has contradicted since.
-struct Connection {
-  uint64_t id = 0;
-  int client = -1;
-  int upstream = -1;
-  int pipe_r = -1;  // upstream bytes on their way to the client
-  int pipe_w = -1;
-  size_t pipe_capacity = 0;
-  size_t piped = 0;  // bytes in the pipe
-  bool upstream_connected = false;
-  bool client_readable = true;
-  bool client_writable = true;
-  bool upstream_readable = false;
-  bool upstream_writable = false;
-  bool client_eof = false;
-  bool upstream_eof = false;
-  bool upstream_shut = false;
-
-  std::string in;         // client bytes not yet a whole request
-  size_t in_scanned = 0;  // in[0, in_scanned) holds no "\r\n\r\n"
-
-  struct Waiting {
-    int64_t due_ns;
-    bool delayed;  // due after its arrival: its lateness is measured
-    std::string bytes;
-  };
-  std::deque<Waiting> waiting;  // due times non-decreasing
-  int64_t last_due_ns = 0;
-  int64_t timer_due_ns = -1;  // the heap's entry for waiting.front()
-
-  std::string out;  // due request bytes, out[out_sent..] not yet sent
-  size_t out_sent = 0;
-};
-
-// The content length of a request head ("" lines ended by CRLF), or -1 with
-// *error set.
-int64_t BodyBytes(std::string_view head, std::string* error) {
-  int64_t length = 0;
-  size_t pos = head.find("\r\n");
-  while (pos != std::string_view::npos && pos + 2 < head.size()) {
-    const size_t start = pos + 2;
-    const size_t end = head.find("\r\n", start);
-    const std::string_view line = head.substr(start, end - start);
-    pos = end;
-    const size_t colon = line.find(':');
-    if (colon == std::string_view::npos) continue;
-    const std::string_view name = line.substr(0, colon);
-    auto is = [&](std::string_view want) {
-      return name.size() == want.size() &&
-             std::equal(
-                 name.begin(), name.end(), want.begin(), [](char a, char b) {
-                   return std::tolower(static_cast<unsigned char>(a)) == b;
-                 });
-    };
-    std::string_view value = line.substr(colon + 1);
-    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
-      value.remove_prefix(1);
-    }
-    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) {
-      value.remove_suffix(1);
-    }
-    if (is("transfer-encoding")) {
-      *error = "chunked request bodies are not supported";
-      return -1;
-    }
-    if (is("content-length")) {
-      uint64_t n = 0;
-      if (ParseU64(value, &n) && n <= INT64_MAX) {
-        length = static_cast<int64_t>(n);
-      } else {
-        *error = "bad Content-Length '" + std::string(value) + "'";
-        return -1;
-      }
-    }
-  }
-  return length;
-}
 
 class Relay {
  public:
@@ -835,9 +581,10 @@ class Relay {
 };
 
 }  // namespace
+}  // namespace rangeio::relay
 
 int main(int argc, char** argv) {
-  Relay relay(ParseOptions(argc, argv));
+  rangeio::relay::Relay relay(rangeio::relay::ParseOptions(argc, argv));
   relay.Run();
   relay.PrintSummary();
   return 0;
