@@ -261,10 +261,17 @@ class SimulatedSource final : public Source {
   std::chrono::nanoseconds NextLatency(uint64_t bytes) EXCLUDES(mu_) {
     detail::MutexLock lk(mu_);
     const uint64_t n = reads_++;
-    std::mt19937_64& rng = rng_;  // the lambdas run under this lock too
-    std::chrono::nanoseconds lat(static_cast<int64_t>(delay_.Delay(
-        n, [&rng] { return std::uniform_real_distribution<double>(0, 1)(rng); },
-        [&rng] { return std::normal_distribution<double>(0, 1)(rng); })));
+    // Delay calls these only here, under mu_.
+    auto uniform = [this] {
+      mu_.AssertHeld();
+      return std::uniform_real_distribution<double>(0, 1)(rng_);
+    };
+    auto normal = [this] {
+      mu_.AssertHeld();
+      return std::normal_distribution<double>(0, 1)(rng_);
+    };
+    std::chrono::nanoseconds lat(
+        static_cast<int64_t>(delay_.Delay(n, uniform, normal)));
     if (model_.bytes_per_second != 0) {
       lat += std::chrono::nanoseconds(
           static_cast<int64_t>(static_cast<double>(bytes) * 1e9 /
