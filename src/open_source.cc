@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "rangeio/http.h"
 #include "rangeio/source.h"
 
 namespace rangeio {
@@ -94,6 +95,33 @@ Result<std::string> FilePath(std::string_view rest, std::string_view url) {
   return PercentDecode(path, url);
 }
 
+// `url` without a user:password@ before its host, for error messages.
+std::string WithoutUserinfo(std::string_view url) {
+  const size_t start = url.find("://");
+  if (start == std::string_view::npos) return std::string(url);
+  const size_t host = start + 3;
+  const size_t end = url.find_first_of("/?#", host);
+  const std::string_view authority = url.substr(host, end - host);
+  const size_t at = authority.rfind('@');
+  if (at == std::string_view::npos) return std::string(url);
+  return std::string(url.substr(0, host)) + "***@" +
+         std::string(url.substr(host + at + 1));
+}
+
+Result<std::shared_ptr<Source>> OpenS3(std::string_view rest,
+                                       const SourceOptions& options) {
+  if (!(options.s3.http == HttpOptions{})) {
+    return Status::InvalidArgument(
+        "SourceOptions.s3.http was changed: OpenSource reads s3:// with "
+        "SourceOptions.http (one set of HTTP options for every object store); "
+        "set that instead");
+  }
+  S3Options s3 = options.s3;
+  s3.http = options.http;
+  // The scheme is matched ignoring case; OpenS3Source wants it lower case.
+  return OpenS3Source("s3:" + std::string(rest), s3);
+}
+
 }  // namespace
 
 Result<std::shared_ptr<Source>> OpenSource(std::string_view url_or_path,
@@ -113,10 +141,16 @@ Result<std::shared_ptr<Source>> OpenSource(std::string_view url_or_path,
       IsScheme(scheme) &&
       (rest.starts_with("//") || (is_file_scheme && rest.starts_with("/")));
   if (!is_url) return OpenLocalFile(std::string(url_or_path), options.local);
+  const std::string lower = Lower(scheme);
+  if (lower == "http" || lower == "https") {
+    return OpenHttpSource(std::string(url_or_path), options.http);
+  }
+  if (lower == "s3") return OpenS3(rest, options);
   if (!is_file_scheme) {
     return Status::InvalidArgument(
         "unsupported scheme '" + std::string(scheme) + "' in '" +
-        std::string(url_or_path) + "': supported are file:// and plain paths");
+        WithoutUserinfo(url_or_path) +
+        "': supported are s3://, http://, https://, file:// and plain paths");
   }
   RANGEIO_ASSIGN_OR_RETURN(std::string path, FilePath(rest, url_or_path));
   return OpenLocalFile(path, options.local);

@@ -10,6 +10,7 @@
 namespace rangeio {
 namespace {
 
+using detail::ParseBytes;
 using detail::ParseU64;
 
 constexpr uint32_t kMaxIoConcurrency = 4096;
@@ -27,30 +28,6 @@ Status Invalid(std::string_view key, std::string_view value,
   return Status::InvalidArgument("option " + std::string(key) + "='" +
                                  std::string(value) +
                                  "' is invalid: " + std::string(valid));
-}
-
-// "64", "64K", "64KiB", "1M", "1MiB", "2G", "2GiB" (binary multiples).
-bool ParseBytes(std::string_view s, uint64_t* out) {
-  size_t digits = 0;
-  while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9') ++digits;
-  uint64_t n = 0;
-  if (!ParseU64(s.substr(0, digits), &n)) return false;
-  const std::string_view suffix = s.substr(digits);
-  int shift = 0;
-  if (suffix.empty() || suffix == "B") {
-    shift = 0;
-  } else if (suffix == "K" || suffix == "KiB") {
-    shift = 10;
-  } else if (suffix == "M" || suffix == "MiB") {
-    shift = 20;
-  } else if (suffix == "G" || suffix == "GiB") {
-    shift = 30;
-  } else {
-    return false;
-  }
-  if (shift != 0 && n > (UINT64_MAX >> shift)) return false;
-  *out = n << shift;
-  return true;
 }
 
 // `given` is the value as the user wrote it (quoted in the error), or empty

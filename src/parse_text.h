@@ -1,8 +1,8 @@
-// parse_text.h (internal) — strict decimal parsing, whitespace trimming and
-// ASCII case-insensitive comparison, the one place for them: options, byte
-// ranges, URLs, HTTP header values, AWS config files, and the latency relay's
-// arguments (tests/servers/latency_relay.cc, which includes it without
-// linking librangeio: keep it header-only). Stateless.
+// parse_text.h (internal) — strict decimal and byte-size parsing, whitespace
+// trimming and ASCII case-insensitive comparison, the one place for them:
+// options, byte ranges, URLs, HTTP header values, AWS config files, and the
+// latency relay's arguments (tests/servers/latency_relay.cc, which includes
+// it without linking librangeio: keep it header-only). Stateless.
 #pragma once
 
 #include <charconv>
@@ -47,6 +47,30 @@ inline bool StartsWithNoCase(std::string_view s, std::string_view lower) {
 // `s` equals `lower` (written in lower case), ignoring ASCII case.
 inline bool EqualsNoCase(std::string_view s, std::string_view lower) {
   return s.size() == lower.size() && StartsWithNoCase(s, lower);
+}
+
+// "64", "64K", "64KiB", "1M", "1MiB", "2G", "2GiB" (binary multiples).
+inline bool ParseBytes(std::string_view s, uint64_t* out) {
+  size_t digits = 0;
+  while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9') ++digits;
+  uint64_t n = 0;
+  if (!ParseU64(s.substr(0, digits), &n)) return false;
+  const std::string_view suffix = s.substr(digits);
+  int shift = 0;
+  if (suffix.empty() || suffix == "B") {
+    shift = 0;
+  } else if (suffix == "K" || suffix == "KiB") {
+    shift = 10;
+  } else if (suffix == "M" || suffix == "MiB") {
+    shift = 20;
+  } else if (suffix == "G" || suffix == "GiB") {
+    shift = 30;
+  } else {
+    return false;
+  }
+  if (shift != 0 && n > (UINT64_MAX >> shift)) return false;
+  *out = n << shift;
+  return true;
 }
 
 }  // namespace rangeio::detail

@@ -100,6 +100,7 @@ struct HttpOptions {
   std::optional<uint64_t> size_hint;
 
   Status Validate() const;
+  bool operator==(const HttpOptions&) const = default;
 };
 
 enum class S3Addressing {

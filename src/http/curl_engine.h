@@ -67,6 +67,8 @@ struct HttpTarget {
   // Names the request in errors: "GET <url without user:password>", and
   // whatever the opener adds (S3: the bucket and key).
   std::string what;
+  // What Source::Describe() says: the protocol and how it is set up.
+  std::string describe;
   HttpOptions options;
   bool follow_redirects = true;  // off when a redirect would break signing
   bool path_as_is = false;       // on when paths may hold "./" or "../"
@@ -76,6 +78,10 @@ struct HttpTarget {
   // The object's size: size_hint, or the total of the first Content-Range.
   static constexpr uint64_t kUnknownSize = UINT64_MAX;
   std::atomic<uint64_t> size{kUnknownSize};
+  // Loop thread only: some attempt got an HTTP answer. Until then a connect
+  // time-out is final (a wrong or unreachable address fails in one
+  // connect_timeout, not in max_attempts of them); afterwards it is retried.
+  bool answered = false;
 
   HttpStatsRecorder stats;
 };

@@ -97,6 +97,12 @@ class HttpSource final : public Source {
     engine_->Submit(target_, range, std::move(buffer), dst, sink, tag);
   }
 
+  std::string Describe() const override {
+    return target_->describe + ", up to " +
+           std::to_string(target_->options.max_connections) +
+           " connections (libcurl)";
+  }
+
   HttpStats stats() const { return target_->stats.Snapshot(); }
 
  private:
@@ -198,6 +204,7 @@ Result<std::shared_ptr<Source>> OpenHttpSource(const std::string& url,
   auto target = std::make_shared<detail::HttpTarget>();
   target->url = url;
   target->what = "GET " + name;
+  target->describe = "ranged GETs over HTTP";
   target->name = std::move(name);
   target->options = options;
   if (options.size_hint) target->size = *options.size_hint;

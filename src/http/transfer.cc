@@ -141,8 +141,22 @@ Status ConfigureTransfer(Transfer& t) {
 
 Attempt JudgeTransfer(Transfer& t, CURLcode rc) {
   if (!t.write_error.ok()) return {t.write_error, RetryCause::kNone, 0, {}};
-  if (rc != CURLE_OK) return TransportError(t.What(), rc, t.errbuf);
   curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &t.response.status);
+  if (rc != CURLE_OK) {
+    Attempt a = TransportError(t.What(), rc, t.errbuf);
+    curl_off_t connect_us = 0;
+    curl_easy_getinfo(t.easy, CURLINFO_CONNECT_TIME_T, &connect_us);
+    if (rc == CURLE_OPERATION_TIMEDOUT && connect_us == 0 &&
+        t.response.status == 0 && !t.target->answered) {
+      a.cause = RetryCause::kNone;
+      a.status = Status::IoError(
+          a.status.message() + " (no connection within connect_timeout " +
+          std::to_string(t.target->options.connect_timeout.count()) +
+          " ms, and this source has had no answer yet: not retried)");
+    }
+    return a;
+  }
+  t.target->answered = true;
   Attempt a = JudgeAnswer(t.What(), t.range, t.size_probe, t.response,
                           t.target->dialect.get(), std::time(nullptr));
   if (a.object_size) {

@@ -60,6 +60,11 @@ Result<std::shared_ptr<Source>> OpenS3Source(const std::string& s3_url,
   target->what = "GET " + target->url + " (bucket '" + loc.bucket + "', key '" +
                  loc.key + "')";
   target->name = "s3://" + loc.bucket + "/" + loc.key;
+  target->describe =
+      std::string(creds->has_value() ? "SigV4-signed" : "unsigned") +
+      " S3 ranged GETs (region " + region + ", " +
+      (vhost ? "virtual-hosted" : "path") + " style at " + endpoint->scheme +
+      "://" + endpoint->authority + ")";
   target->options = options.http;
   if (options.http.size_hint) target->size = *options.http.size_hint;
   target->follow_redirects = false;  // a redirect would need a new signature
