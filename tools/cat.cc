@@ -1,4 +1,4 @@
-// rangeio cat — writes ranges of a file to stdout in the order given.
+// rangeio cat — writes ranges of an object to stdout in the order given.
 #include "cat.h"
 
 #include <cstdio>
@@ -9,20 +9,19 @@
 namespace rangeio::cli {
 
 Status Cat(const std::string& url_or_path,
-           const std::vector<std::string>& range_args, const Options& options,
-           SourceOptions source_options) {
+           const std::vector<std::string>& range_args,
+           const CliOptions& options) {
   std::vector<ByteRange> ranges;
   ranges.reserve(range_args.size());
   for (const std::string& a : range_args) {
     RANGEIO_ASSIGN_OR_RETURN(ByteRange r, ByteRange::Parse(a));
     ranges.push_back(r);
   }
-  RANGEIO_RETURN_NOT_OK(options.Validate());
-  // Like Reader::OpenFile: one pread thread or ring slot per read in flight.
-  source_options.local.threads = options.io_concurrency;
-  RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> source,
-                           OpenSource(url_or_path, source_options));
-  RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(source, options));
+  RANGEIO_RETURN_NOT_OK(options.reader.Validate());
+  RANGEIO_ASSIGN_OR_RETURN(
+      std::shared_ptr<Source> source,
+      OpenSource(url_or_path, EffectiveSourceOptions(options)));
+  RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(source, options.reader));
   RANGEIO_ASSIGN_OR_RETURN(RangeStream stream,
                            reader.ReadRanges(ranges, Delivery::kOrdered));
   for (;;) {

@@ -8,6 +8,7 @@
 
 #include "bench_scenarios.h"
 #include "cat.h"
+#include "cli_options.h"
 #include "rangeio/rangeio.h"
 
 namespace {
@@ -15,13 +16,6 @@ namespace {
 int Fail(const std::string& what, const rangeio::Status& st) {
   std::fprintf(stderr, "rangeio %s: %s\n", what.c_str(), st.ToString().c_str());
   return 1;
-}
-
-rangeio::Result<rangeio::Options> ParseOptions(
-    const std::vector<std::string>& kvs) {
-  std::string joined;
-  for (const std::string& kv : kvs) joined += kv + ",";
-  return rangeio::Options::Parse(joined);
 }
 
 int RunBench(const std::vector<std::string>& scenarios,
@@ -65,14 +59,20 @@ int Main(int argc, char** argv) {
   std::vector<std::string> opts;
   rangeio::SourceOptions source_options;
   CLI::App* cat = app.add_subcommand(
-      "cat", "Write byte ranges of a file to stdout, in the order given");
-  cat->add_option("path", path, "File to read: a path or a file:// URL")
+      "cat", "Write byte ranges of an object to stdout, in the order given");
+  cat->add_option("url", path,
+                  "What to read: a path, or a file://, http://, https:// or "
+                  "s3://bucket/key URL (S3 credentials come from the AWS "
+                  "environment variables or the shared credentials file)")
       ->required();
   cat->add_option("--range,-r", ranges, "OFFSET:LENGTH in bytes (repeatable)")
       ->required();
-  cat->add_option(
-      "--option,-o", opts,
-      "Reader option key=value, e.g. read-thread-num=16 (repeatable)");
+  cat->add_option("--option,-o", opts,
+                  "Option key=value, repeatable: reader options (e.g. "
+                  "read-thread-num=16) and source options (e.g. "
+                  "endpoint=http://127.0.0.1:9000, region=eu-west-1, "
+                  "connect-timeout-ms=2000, size-hint=1GiB); every key is "
+                  "in docs/options.md");
   std::string engine = "auto";
   cat->add_option("--engine", engine,
                   "How to read a local file: auto (io_uring with --direct, "
@@ -140,13 +140,12 @@ int Main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (cat->parsed()) {
-    auto options = ParseOptions(opts);
-    if (!options.ok()) return Fail("cat", options.status());
     auto local_engine = rangeio::ParseLocalEngine(engine);
     if (!local_engine.ok()) return Fail("cat", local_engine.status());
     source_options.local.engine = *local_engine;
-    rangeio::Status st =
-        rangeio::cli::Cat(path, ranges, *options, source_options);
+    auto options = rangeio::cli::ParseCliOptions(opts, source_options);
+    if (!options.ok()) return Fail("cat", options.status());
+    rangeio::Status st = rangeio::cli::Cat(path, ranges, *options);
     return st.ok() ? 0 : Fail("cat", st);
   }
   std::vector<std::string> scenarios;
