@@ -9,6 +9,7 @@
 #include "bench_scenarios.h"
 #include "cat.h"
 #include "cli_options.h"
+#include "progress.h"
 #include "rangeio/rangeio.h"
 
 namespace {
@@ -20,15 +21,20 @@ int Fail(const std::string& what, const rangeio::Status& st) {
 
 int RunBench(const std::vector<std::string>& scenarios,
              const rangeio::bench::BenchOptions& bo,
-             const std::string& json_path) {
+             const rangeio::bench::UrlBenchOptions& uo,
+             const std::string& json_path, bool progress) {
   nlohmann::json all = nlohmann::json::array();
   for (const std::string& s : scenarios) {
+    rangeio::bench::Progress::Get().Enable(progress);
+    rangeio::bench::Progress::Get().Phase(s);
     auto rep = s == "straggler"   ? rangeio::bench::RunStraggler(bo)
+               : s == "url"       ? rangeio::bench::RunUrl(uo)
                : s == "hot-cache" ? rangeio::bench::RunHotCache(bo)
                : s == "coalesce"  ? rangeio::bench::RunCoalesce(bo)
                : s == "local"     ? rangeio::bench::RunLocal(bo)
                : s == "http"      ? rangeio::bench::RunHttp(bo)
                                   : rangeio::bench::RunBlob(bo);
+    rangeio::bench::Progress::Get().Done();
     if (!rep.ok()) return Fail("bench " + s, rep.status());
     rep->Print();
     all.push_back(rep->ToJson());
@@ -128,6 +134,53 @@ int Main(int argc, char** argv) {
   blob->add_option("--url", bo.url,
                    "A file served through the latency proxy; the blobs go "
                    "beside it (default $RANGEIO_BENCH_HTTP_URL)");
+  rangeio::bench::UrlBenchOptions uo;
+  std::string block = "100KiB";
+  std::string pattern = "random";
+  std::string delivery = "as-completed";
+  std::vector<std::string> url_opts;
+  CLI::App* url = bench->add_subcommand(
+      "url",
+      "Load-test ranged reads of any object (s3://, http(s)://, file://, a "
+      "path), like fio for disks or warp for S3");
+  url->add_option("url", uo.url, "The object to read")->required();
+  url->add_option("--block", block,
+                  "Bytes per read (suffix K, KiB, M, MiB, G, GiB)")
+      ->capture_default_str();
+  url->add_option("--concurrency", uo.concurrency, "Reads in flight")
+      ->capture_default_str();
+  CLI::Option* seconds =
+      url->add_option("--seconds", uo.seconds, "Run time per row (default 10)")
+          ->check(CLI::PositiveNumber);
+  url->add_option("--reads", uo.reads, "Reads per row instead of a run time")
+      ->check(CLI::PositiveNumber)
+      ->excludes(seconds);
+  url->add_option("--pattern", pattern,
+                  "random (uniform, block-aligned) or sequential")
+      ->check(CLI::IsMember({"random", "sequential"}))
+      ->capture_default_str();
+  url->add_option("--delivery", delivery, "ordered or as-completed")
+      ->check(CLI::IsMember({"ordered", "as-completed"}))
+      ->capture_default_str();
+  url->add_flag("--compare", uo.compare,
+                "Add rows for plain libcurl GETs (or pread threads for a "
+                "local file) and the chunked scheduler, in the same run");
+  url->add_option("--option,-o", url_opts,
+                  "Option key=value, repeatable: reader and source options "
+                  "as for `rangeio cat` (docs/options.md)");
+  bool quiet = false;
+  bench->add_flag("--quiet,-q", quiet,
+                  "No progress line on stderr (there is none when stderr is "
+                  "not a terminal)");
+  url->add_option("--json", json_path,
+                  "Also write the figures as JSON to this file");
+  url->add_option("--rounds", uo.rounds,
+                  "Runs of each row, in rotating order, each on its own "
+                  "random sequence (figures: their totals)")
+      ->check(CLI::Range(1, 1000));
+  for (CLI::App* sub : {straggler, hot, coalesce, local, http, blob, url}) {
+    sub->add_flag("--quiet,-q", quiet, "No progress line on stderr");
+  }
   for (CLI::App* sub : {straggler, hot, coalesce, http, blob}) {
     sub->add_option("--json", json_path,
                     "Also write the figures as JSON to this file");
@@ -155,11 +208,25 @@ int Main(int argc, char** argv) {
   if (local->parsed()) scenarios.push_back("local");
   if (http->parsed()) scenarios.push_back("http");
   if (blob->parsed()) scenarios.push_back("blob");
+  if (url->parsed()) {
+    auto b = rangeio::bench::ParseByteSize("--block", block);
+    if (!b.ok()) return Fail("bench url", b.status());
+    uo.block = *b;
+    uo.sequential = pattern == "sequential";
+    uo.delivery = delivery == "ordered" ? rangeio::Delivery::kOrdered
+                                        : rangeio::Delivery::kAsCompleted;
+    auto o = rangeio::cli::ParseCliOptions(url_opts);
+    if (!o.ok()) return Fail("bench url", o.status());
+    uo.reader = o->reader;
+    uo.source = o->source;
+    uo.local_threads_set = o->local_threads_set;
+    scenarios.push_back("url");
+  }
   if (scenarios.empty()) {
     // The embedded-defaults run: every scenario that needs no servers.
     scenarios = {"straggler", "hot-cache", "coalesce", "local"};
   }
-  return RunBench(scenarios, bo, json_path);
+  return RunBench(scenarios, bo, uo, json_path, !quiet);
 }
 
 int main(int argc, char** argv) {

@@ -42,6 +42,7 @@
 
 #include "batch/baselines.h"
 #include "bench_scenarios.h"
+#include "progress.h"
 #include "rangeio/rangeio.h"
 
 namespace rangeio::bench {
@@ -392,6 +393,7 @@ Result<Report> RunBlob(const BenchOptions& options) {
     c.total.latency_ns.insert(c.total.latency_ns.end(), o->latency_ns.begin(),
                               o->latency_ns.end());
     c.total.reads += o->reads;
+    Progress::Get().AddReads(o->reads);
     c.total.gets += o->gets;
     c.total.heads += o->heads;
     c.total.physical_bytes += o->physical_bytes;

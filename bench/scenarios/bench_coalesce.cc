@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bench_scenarios.h"
+#include "progress.h"
 #include "rangeio/rangeio.h"
 
 namespace rangeio::bench {
@@ -88,6 +89,7 @@ Result<Outcome> RunOnce(const PlannerOptions& planner,
       ++wrong;
     }
     ++n;
+    Progress::Get().AddReads(1);
   }
   Outcome out;
   out.elapsed_ms = std::chrono::duration<double, std::milli>(

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench_scenarios.h"
+#include "progress.h"
 #include "rangeio/rangeio.h"
 
 namespace rangeio::bench {
@@ -130,6 +131,7 @@ Result<double> ThroughRangeio(std::shared_ptr<Source> source,
     }
     v->Check(r->index, ranges[r->index], r->bytes.data());
     ++n;
+    Progress::Get().AddReads(1);
   }
   const double ms = MsSince(t0);
   if (n != ranges.size()) return Status::Internal("hot-cache: short stream");

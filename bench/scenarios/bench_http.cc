@@ -10,14 +10,12 @@
 // With a no-latency listener in front of the same nginx, also
 //   proxy-capacity  `direct` through it: what the proxy sustains, to show it
 //            is not the bottleneck (target >= 3x rangeio's rate).
-#include <curl/curl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -25,6 +23,8 @@
 #include <vector>
 
 #include "bench_scenarios.h"
+#include "progress.h"
+#include "direct_curl.h"
 #include "rangeio/rangeio.h"
 
 namespace rangeio::bench {
@@ -84,6 +84,7 @@ Status RunRangeio(const std::string& url, uint64_t size,
     if (!r) break;
     logical += r->bytes.size();
     ++n;
+    Progress::Get().AddReads(1);
   }
   const auto t1 = std::chrono::steady_clock::now();
   f->elapsed_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
@@ -100,123 +101,28 @@ Status RunRangeio(const std::string& url, uint64_t size,
   return Status::OK();
 }
 
-// One in-flight GET of the direct baseline.
-struct DirectGet {
-  CURL* easy = nullptr;
-  std::vector<std::byte> buffer = std::vector<std::byte>(kRangeBytes);
-  size_t received = 0;
-  bool overflow = false;
-  std::chrono::steady_clock::time_point started;
-  std::string range;
-};
-
-size_t DirectWrite(char* data, size_t size, size_t n, void* user) {
-  auto& g = *static_cast<DirectGet*>(user);
-  const size_t len = size * n;
-  if (g.received + len > g.buffer.size()) {
-    g.overflow = true;
-    return 0;
-  }
-  std::memcpy(g.buffer.data() + g.received, data, len);
-  g.received += len;
-  return len;
-}
-
-// A libcurl multi handle kept for all the rounds of one direct strategy,
-// with its connection cache: rangeio's shared event loop keeps its
-// connections warm from round to round too.
-class DirectMulti {
- public:
-  DirectMulti() : multi_(curl_multi_init()) {
-    curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS,
-                      static_cast<long>(kConcurrency));
-    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS,
-                      static_cast<long>(kConcurrency));
-  }
-  DirectMulti(const DirectMulti&) = delete;
-  DirectMulti& operator=(const DirectMulti&) = delete;
-  ~DirectMulti() { curl_multi_cleanup(multi_); }
-  CURLM* get() const { return multi_; }
-
- private:
-  CURLM* multi_;
-};
-
-// C transfers on one multi handle, each starting the next range when it
-// completes: the same concurrency and connection reuse, no library.
-Status RunDirect(CURLM* multi, const std::string& url,
+// The direct baseline over `ranges` (all of them, no deadline).
+Status RunDirect(DirectCurl& direct, const std::string& url,
                  const std::vector<ByteRange>& ranges, Figures* f,
                  LatencyHistogram* latency) {
-  std::vector<DirectGet> gets(kConcurrency);
   size_t next = 0;
-  size_t started_now = 0;
-  Status failure;
-  const auto start = [&](DirectGet& g) {
-    const ByteRange r = ranges[next++];
-    g.range = std::to_string(r.offset) + "-" + std::to_string(r.end() - 1);
-    g.received = 0;
-    curl_easy_setopt(g.easy, CURLOPT_RANGE, g.range.c_str());
-    g.started = std::chrono::steady_clock::now();
-    curl_multi_add_handle(multi, g.easy);
-    ++f->gets;
-    ++started_now;
-  };
-  for (DirectGet& g : gets) {
-    g.easy = curl_easy_init();
-    curl_easy_setopt(g.easy, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(g.easy, CURLOPT_WRITEFUNCTION, &DirectWrite);
-    curl_easy_setopt(g.easy, CURLOPT_WRITEDATA, &g);
-    curl_easy_setopt(g.easy, CURLOPT_PRIVATE, &g);
-    curl_easy_setopt(g.easy, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(g.easy, CURLOPT_HTTP_VERSION,
-                     static_cast<long>(CURL_HTTP_VERSION_2TLS));
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  for (DirectGet& g : gets) {
-    if (next < ranges.size()) start(g);
-  }
-  int running = 1;
-  while (f->reads < ranges.size()) {
-    curl_multi_perform(multi, &running);
-    int left = 0;
-    while (CURLMsg* m = curl_multi_info_read(multi, &left)) {
-      if (m->msg != CURLMSG_DONE) continue;
-      DirectGet* g = nullptr;
-      curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE,
-                        reinterpret_cast<char**>(&g));
-      long status = 0;
-      curl_easy_getinfo(g->easy, CURLINFO_RESPONSE_CODE, &status);
-      const CURLcode rc = m->data.result;
-      curl_multi_remove_handle(multi, g->easy);
-      if (rc != CURLE_OK || status != 206 || g->received != kRangeBytes) {
-        failure = Status::IoError(
-            "direct GET " + url + " bytes=" + g->range + ": " +
-            (rc != CURLE_OK ? curl_easy_strerror(rc)
-                            : "HTTP " + std::to_string(status) + ", " +
-                                  std::to_string(g->received) + " bytes"));
-        break;
-      }
-      latency->Record(static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(
-              std::chrono::steady_clock::now() - g->started)
-              .count()));
-      ++f->reads;
-      f->physical_bytes += g->received;
-      f->logical_bytes += g->received;
-      if (next < ranges.size()) start(*g);
-    }
-    if (!failure.ok()) break;
-    // Send what completions just added at once; wait only when idle.
-    if (started_now == 0) curl_multi_poll(multi, nullptr, 0, 100, nullptr);
-    started_now = 0;
-  }
-  const auto t1 = std::chrono::steady_clock::now();
-  for (DirectGet& g : gets) {
-    curl_multi_remove_handle(multi, g.easy);
-    curl_easy_cleanup(g.easy);
-  }
-  f->elapsed_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
-  return failure;
+  DirectFigures d;
+  DirectTarget target;
+  target.url = url;
+  RANGEIO_RETURN_NOT_OK(direct.Run(
+      target,
+      [&]() -> std::optional<ByteRange> {
+        if (next == ranges.size()) return std::nullopt;
+        return ranges[next++];
+      },
+      std::chrono::steady_clock::time_point::max(), &d));
+  f->elapsed_ms = d.elapsed_ms;
+  f->reads = d.reads;
+  f->gets = d.gets;
+  f->physical_bytes = d.bytes;
+  f->logical_bytes = d.bytes;
+  latency->Merge(d.latency);
+  return Status::OK();
 }
 
 std::string EnvOr(const std::string& given, const char* name) {
@@ -290,7 +196,10 @@ Result<Report> RunHttp(const BenchOptions& options) {
     strategies.push_back({"proxy-capacity", &capacity_url, false});
   }
   std::vector<Figures> totals(strategies.size());
-  std::vector<DirectMulti> multis(strategies.size());
+  std::vector<std::unique_ptr<DirectCurl>> directs;
+  for (size_t k = 0; k < strategies.size(); ++k) {
+    directs.push_back(std::make_unique<DirectCurl>(kConcurrency));
+  }
   std::vector<LatencyHistogram> latency(strategies.size());
   for (const Strategy& s : strategies) {
     rep.rows.push_back({s.name, {}, kReads, {}, {}, {}, {}});
@@ -306,7 +215,7 @@ Result<Report> RunHttp(const BenchOptions& options) {
     const Strategy& s = strategies[k];
     failure = s.library
                   ? RunRangeio(*s.url, size, ranges, &f, &latency[k])
-                  : RunDirect(multis[k].get(), *s.url, ranges, &f, &latency[k]);
+                  : RunDirect(*directs[k], *s.url, ranges, &f, &latency[k]);
     rep.rows[k].elapsed_ms_runs.push_back(f.elapsed_ms);
     if (s.library) {
       rep.rows[k].peak_inflight = f.peak_inflight;

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "bench_scenarios.h"
+#include "progress.h"
 #include "rangeio/rangeio.h"
 
 namespace rangeio::bench {
@@ -206,6 +207,7 @@ Result<IoRow> RunOurs(const std::string& path, const Strategy& s,
     for (;;) {
       RANGEIO_ASSIGN_OR_RETURN(std::optional<RangeResult> r, stream.Next());
       if (!r) break;
+      Progress::Get().AddReads(1);
       const ByteRange& want = row_ranges[r->index];
       const Slice& got = r->bytes;
       if (got.size() != want.length ||
@@ -375,11 +377,15 @@ Result<Report> RunLocal(const BenchOptions& options) {
   for (uint64_t bs : kBlockSizes) {
     const std::vector<ByteRange> ranges = RandomBlocks(bs);
     for (const Strategy& s : kStrategies) {
+      Progress::Get().Phase("local: " + std::string(s.name) + " " +
+                            std::to_string(bs >> 10) + " KiB");
       RANGEIO_ASSIGN_OR_RETURN(IoRow row, RunOurs(path, s, bs, ranges));
       rep.io_rows.push_back(std::move(row));
     }
     if (!fio.empty()) {
+      Progress::Get().Phase("local: fio " + std::to_string(bs >> 10) + " KiB");
       RANGEIO_ASSIGN_OR_RETURN(IoRow row, RunFio(path, bs));
+      Progress::Get().AddReads(row.reads);
       rep.io_rows.push_back(std::move(row));
     }
   }

@@ -89,7 +89,7 @@ void Report::Print() const {
 }
 
 void Report::PrintExtra() const {
-  std::vector<std::string> keys;  // in the order the rows first give them
+  std::vector<std::string> keys = extra_order;  // then as the rows give them
   for (const Row& r : rows) {
     if (!r.extra.is_object()) continue;
     for (const auto& [k, v] : r.extra.items()) {
@@ -98,6 +98,11 @@ void Report::PrintExtra() const {
       }
     }
   }
+  std::erase_if(keys, [this](const std::string& k) {
+    return std::none_of(rows.begin(), rows.end(), [&k](const Row& r) {
+      return r.extra.is_object() && r.extra.contains(k);
+    });
+  });
   if (keys.empty()) return;
   std::printf("%-18s", "strategy");
   for (const std::string& k : keys) std::printf(" %14s", k.c_str());

@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "rangeio/open_source.h"
+#include "rangeio/options.h"
+#include "rangeio/reader.h"
 #include "rangeio/status.h"
 
 namespace rangeio::bench {
@@ -63,6 +66,8 @@ struct Report {
   std::optional<double> lower_bound_ms;  // straggler only
   std::string baseline;            // strategy that the "vs" column divides by
   std::vector<std::string> lines;  // verdict lines printed under the table
+  // Column order of the rows' `extra` table; empty: as the rows give them.
+  std::vector<std::string> extra_order;
 
   const Row* Find(const std::string& strategy) const;
   // Adds "PASS what" or "MISS what" under the table.
@@ -91,6 +96,22 @@ struct BenchOptions {
   std::string capacity_url;
 };
 
+// bench url: ranged reads of any object OpenSource opens.
+struct UrlBenchOptions {
+  std::string url;
+  uint64_t block = 100 << 10;  // 100 KiB: S3's sweet spot per request
+  uint32_t concurrency = 64;   // reads in flight (Options' default)
+  double seconds = 0;          // run time; 0 = 10 s unless `reads` is set
+  uint64_t reads = 0;          // run this many reads instead of a time
+  bool sequential = false;     // false: uniform random block-aligned offsets
+  Delivery delivery = Delivery::kAsCompleted;
+  bool compare = false;  // add the direct and chunked rows
+  int rounds = 1;        // each row this many times, in rotating order
+  Options reader;        // -o reader keys (io_concurrency = concurrency)
+  SourceOptions source;  // -o source keys
+  bool local_threads_set = false;  // else local.threads = concurrency
+};
+
 // Each round runs `run(strategy index)` for every strategy, in an order that
 // rotates by one per round.
 template <typename Run>
@@ -106,5 +127,11 @@ Result<Report> RunCoalesce(const BenchOptions& options);
 Result<Report> RunLocal(const BenchOptions& options);
 Result<Report> RunHttp(const BenchOptions& options);
 Result<Report> RunBlob(const BenchOptions& options);
+Result<Report> RunUrl(const UrlBenchOptions& options);
+
+// "100KiB", "1M", "4096" (binary suffixes K, KiB, M, MiB, G, GiB) for the
+// CLI's size flags; InvalidArgument naming `what` and the text otherwise.
+Result<uint64_t> ParseByteSize(const std::string& what,
+                               const std::string& text);
 
 }  // namespace rangeio::bench

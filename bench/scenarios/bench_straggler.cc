@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench_scenarios.h"
+#include "progress.h"
 #include "rangeio/rangeio.h"
 #include "stream/baselines.h"
 
@@ -59,6 +60,7 @@ Status RunOnce(const Strategy& s, const std::vector<ByteRange>& ranges,
     if (!r) break;
     checksum += static_cast<uint64_t>(r->bytes.data()[0]);
     ++n;
+    Progress::Get().AddReads(1);
   }
   const auto t1 = std::chrono::steady_clock::now();
   if (n != kRanges) {
