@@ -166,6 +166,7 @@ TEST(OpenSourceDispatchTest, HttpOptionsReachBothObjectStores) {
     auto source = OpenSource(url, o);
     ASSERT_TRUE(source.ok()) << source.status().ToString();
     EXPECT_EQ(*(*source)->Size(), 123u);  // the hint: no request
+    EXPECT_EQ(GetHttpStats(**source)->gets, 0u);
     EXPECT_THAT((*source)->Describe(), HasSubstr("up to 8 connections"));
   }
 }

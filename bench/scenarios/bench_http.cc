@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "bench_scenarios.h"
-#include "progress.h"
 #include "direct_curl.h"
+#include "progress.h"
 #include "rangeio/rangeio.h"
 
 namespace rangeio::bench {
