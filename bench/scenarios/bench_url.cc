@@ -380,7 +380,8 @@ Result<Report> RunUrl(const UrlBenchOptions& o) {
   Rounds(o.rounds, names.size(), [&](size_t k) {
     if (!failure.ok()) return;
     const std::string& name = names[k];
-    const uint64_t seed = kSeed + 1000 * uint64_t(rounds_done[k]++) + k;
+    const uint64_t seed =
+        kSeed + 1000 * static_cast<uint64_t>(rounds_done[k]++) + k;
     Progress::Get().Phase("url: " + name);
     Figures f;
     if (name == "rangeio") {
