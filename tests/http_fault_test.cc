@@ -69,16 +69,12 @@ uint64_t Requests(const ProxyListener& p) {
   return st.ok() ? (*st)["requests"].get<uint64_t>() : 0;
 }
 
-std::string NameOf(const ::testing::TestParamInfo<HttpBackend>& p) {
-  return testing::BackendName(p.param);
-}
-
 // Throttling, on both S3 servers.
 class S3FaultTest : public ::testing::TestWithParam<HttpBackend> {};
 INSTANTIATE_TEST_SUITE_P(Servers, S3FaultTest,
                          ::testing::Values(HttpBackend::kS3Path,
                                            HttpBackend::kRgwPath),
-                         NameOf);
+                         testing::BackendParamName);
 
 // A broken body, on every server.
 class ServerFaultTest : public ::testing::TestWithParam<HttpBackend> {};
@@ -86,7 +82,7 @@ INSTANTIATE_TEST_SUITE_P(Servers, ServerFaultTest,
                          ::testing::Values(HttpBackend::kNginx,
                                            HttpBackend::kS3Path,
                                            HttpBackend::kRgwPath),
-                         NameOf);
+                         testing::BackendParamName);
 
 TEST_P(S3FaultTest, SlowDownStormIsRetriedAndSucceedsWithRetriesCounted) {
   RANGEIO_NEED_SERVERS(s);

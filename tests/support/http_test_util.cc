@@ -68,6 +68,17 @@ Result<std::shared_ptr<Source>> OpenTestObject(const TestServers& s,
                       S3TestOptions(s, backend, http, proxy));
 }
 
+HttpOptions FastOptions() {
+  HttpOptions o;
+  o.connect_timeout = std::chrono::milliseconds(2000);
+  o.first_byte_timeout = std::chrono::milliseconds(5000);
+  o.stall_timeout = std::chrono::milliseconds(5000);
+  o.retry_base_backoff = std::chrono::milliseconds(5);
+  o.retry_max_backoff = std::chrono::milliseconds(100);
+  o.deadline = std::chrono::milliseconds(20'000);
+  return o;
+}
+
 Result<Slice> ReadOnce(Source& source, ByteRange range) {
   CollectingSink sink;
   source.Read(range, &sink, 0);

@@ -4,6 +4,8 @@
 // Thread-safety: free functions; thread-safe.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <ostream>
 #include <string>
 
@@ -22,6 +24,11 @@ enum class HttpBackend {
 
 // For test names: nginx, s3_path, s3_vhost, rgw_path, rgw_vhost.
 const char* BackendName(HttpBackend backend);
+// For test names: Backends/Suite.Test/rgw_path.
+inline std::string BackendParamName(
+    const ::testing::TestParamInfo<HttpBackend>& p) {
+  return BackendName(p.param);
+}
 // For gtest's messages (GetParam() = rgw_path).
 inline void PrintTo(HttpBackend b, std::ostream* os) { *os << BackendName(b); }
 inline bool IsRgw(HttpBackend b) {
@@ -54,6 +61,9 @@ Result<std::shared_ptr<Source>> OpenTestObject(const TestServers& s,
 
 // The upstream (host:port) a proxy for `backend` fronts.
 std::string UpstreamOf(const TestServers& s, HttpBackend backend);
+
+// Short enough that a failing test fails fast, far above loopback latency.
+HttpOptions FastOptions();
 
 // One Source::Read, waited for (30 s hang guard).
 Result<Slice> ReadOnce(Source& source, ByteRange range);
