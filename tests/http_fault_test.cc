@@ -2,7 +2,9 @@
 // sources and real servers: 503 SlowDown storms, Retry-After, 5xx, final
 // 4xx, a connection reset mid-body, a truncated body, a stalled body, a slow
 // first byte, a wrong Content-Range, a 200 to a ranged request, and an
-// overall deadline. Each test has a proxy listener of its own.
+// overall deadline. Each test has a proxy listener of its own. The faults a
+// store's answers can meet (throttling, resets, truncation) run in front of
+// every server: nginx, s3rver and Ceph RGW (S3FaultTest, ServerFaultTest).
 //
 // Needs tests/servers/run_servers.sh (see support/http_servers.h).
 #include <gmock/gmock.h>
@@ -67,9 +69,25 @@ uint64_t Requests(const ProxyListener& p) {
   return st.ok() ? (*st)["requests"].get<uint64_t>() : 0;
 }
 
-TEST(HttpFaultTest, SlowDownStormIsRetriedAndSucceedsWithRetriesCounted) {
+// Throttling, on both S3 servers.
+class S3FaultTest : public ::testing::TestWithParam<HttpBackend> {};
+INSTANTIATE_TEST_SUITE_P(Servers, S3FaultTest,
+                         ::testing::Values(HttpBackend::kS3Path,
+                                           HttpBackend::kRgwPath),
+                         testing::BackendParamName);
+
+// A broken body, on every server.
+class ServerFaultTest : public ::testing::TestWithParam<HttpBackend> {};
+INSTANTIATE_TEST_SUITE_P(Servers, ServerFaultTest,
+                         ::testing::Values(HttpBackend::kNginx,
+                                           HttpBackend::kS3Path,
+                                           HttpBackend::kRgwPath),
+                         testing::BackendParamName);
+
+TEST_P(S3FaultTest, SlowDownStormIsRetriedAndSucceedsWithRetriesCounted) {
   RANGEIO_NEED_SERVERS(s);
-  auto f = Behind(s, HttpBackend::kS3Path,
+  RANGEIO_NEED_BACKEND(s, GetParam());
+  auto f = Behind(s, GetParam(),
                   json::array({{{"kind", "slowdown"}, {"first", 12}}}));
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   auto reader = Reader::Open(f->source, testing::LimitOptions(4));
@@ -89,10 +107,11 @@ TEST(HttpFaultTest, SlowDownStormIsRetriedAndSucceedsWithRetriesCounted) {
   EXPECT_EQ(Requests(f->proxy), 32u);
 }
 
-TEST(HttpFaultTest, RetryAfterIsHonoured) {
+TEST_P(S3FaultTest, RetryAfterIsHonoured) {
   RANGEIO_NEED_SERVERS(s);
+  RANGEIO_NEED_BACKEND(s, GetParam());
   auto f = Behind(
-      s, HttpBackend::kS3Path,
+      s, GetParam(),
       json::array({{{"kind", "slowdown"}, {"first", 1}, {"retry_after", 1}}}));
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   const auto t0 = std::chrono::steady_clock::now();
@@ -129,29 +148,29 @@ TEST(HttpFaultTest, ServerErrorsAreRetriedButOther4xxAreFinal) {
   EXPECT_EQ(GetHttpStats(*four->source)->retries(), 0u);
 }
 
-TEST(HttpFaultTest, ResetMidBodyIsRetriedIntoTheSameBuffer) {
+TEST_P(ServerFaultTest, ResetMidBodyIsRetriedIntoTheSameBuffer) {
   RANGEIO_NEED_SERVERS(s);
-  for (HttpBackend b : {HttpBackend::kNginx, HttpBackend::kS3Path}) {
-    auto f = Behind(
-        s, b,
-        json::array(
-            {{{"kind", "reset"}, {"after_bytes", 50'000}, {"first", 2}}}));
-    ASSERT_TRUE(f.ok()) << f.status().ToString();
-    const ByteRange r{12'345, 100 * 1024};
-    auto bytes = ReadOnce(*f->source, r);
-    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
-    EXPECT_TRUE(MatchesSeeded(r, *bytes));
-    const HttpStats st = *GetHttpStats(*f->source);
-    EXPECT_EQ(st.retries_connection, 2u);
-    EXPECT_EQ(st.gets, 3u);
-  }
+  RANGEIO_NEED_BACKEND(s, GetParam());
+  auto f =
+      Behind(s, GetParam(),
+             json::array(
+                 {{{"kind", "reset"}, {"after_bytes", 50'000}, {"first", 2}}}));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const ByteRange r{12'345, 100 * 1024};
+  auto bytes = ReadOnce(*f->source, r);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  EXPECT_TRUE(MatchesSeeded(r, *bytes));
+  const HttpStats st = *GetHttpStats(*f->source);
+  EXPECT_EQ(st.retries_connection, 2u);
+  EXPECT_EQ(st.gets, 3u);
 }
 
-TEST(HttpFaultTest, TruncatedBodyNeverYieldsShortData) {
+TEST_P(ServerFaultTest, TruncatedBodyNeverYieldsShortData) {
   RANGEIO_NEED_SERVERS(s);
+  RANGEIO_NEED_BACKEND(s, GetParam());
   // Once: retried, and the read gets all its bytes.
   auto once = Behind(
-      s, HttpBackend::kNginx,
+      s, GetParam(),
       json::array(
           {{{"kind", "truncate"}, {"after_bytes", 30'000}, {"first", 1}}}));
   ASSERT_TRUE(once.ok()) << once.status().ToString();
@@ -165,7 +184,7 @@ TEST(HttpFaultTest, TruncatedBodyNeverYieldsShortData) {
   HttpOptions o = RetryingOptions();
   o.max_attempts = 3;
   auto always =
-      Behind(s, HttpBackend::kNginx,
+      Behind(s, GetParam(),
              json::array({{{"kind", "truncate"}, {"after_bytes", 30'000}}}), o);
   ASSERT_TRUE(always.ok());
   auto reader = Reader::Open(always->source, testing::LimitOptions(2));

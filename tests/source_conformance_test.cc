@@ -102,6 +102,7 @@ class SourceConformanceTest : public ::testing::TestWithParam<SourceBackend> {
   void SetUp() override {
     if (!GetParam().needs_servers) return;
     RANGEIO_NEED_SERVERS(s);
+    RANGEIO_NEED_BACKEND(s, GetParam().server);
     servers_ = s;
   }
 

@@ -121,7 +121,8 @@ int Main(int argc, char** argv) {
       "100 KiB ranges at C=64 through a 24 ms latency proxy: rangeio vs "
       "direct libcurl (needs tests/servers/run_servers.sh or --url)");
   http->add_option("--url", bo.url,
-                   "Large object served through the latency proxy (default "
+                   "Large object served through the latency proxy: http(s):// "
+                   "or s3:// (S3 settings from AWS_*; default "
                    "$RANGEIO_BENCH_HTTP_URL)");
   http->add_option("--capacity-url", bo.capacity_url,
                    "The same object through a no-latency proxy listener, to "
@@ -133,7 +134,8 @@ int Main(int argc, char** argv) {
       "dispatched batches vs direct GETs (needs tests/servers/run_servers.sh)");
   blob->add_option("--url", bo.url,
                    "A file served through the latency proxy; the blobs go "
-                   "beside it (default $RANGEIO_BENCH_HTTP_URL)");
+                   "beside it (an s3:// bucket must hold them already; "
+                   "default $RANGEIO_BENCH_HTTP_URL)");
   rangeio::bench::UrlBenchOptions uo;
   std::string block = "100KiB";
   std::string pattern = "random";
@@ -176,7 +178,7 @@ int Main(int argc, char** argv) {
                   "Also write the figures as JSON to this file");
   url->add_option("--rounds", uo.rounds,
                   "Runs of each row, in rotating order, each on its own "
-                  "random sequence (figures: their totals)")
+                  "random sequence (rates: the rounds' median)")
       ->check(CLI::Range(1, 1000));
   for (CLI::App* sub : {straggler, hot, coalesce, local, http, blob, url}) {
     sub->add_flag("--quiet,-q", quiet, "No progress line on stderr");

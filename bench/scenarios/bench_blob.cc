@@ -23,6 +23,9 @@
 // require). Latency is what each caller observes: a blocking read from its
 // start to its return, timed on the caller's thread, all of them kept, and
 // p50/p99 are exact (nearest rank) over every read of every round.
+// The blobs sit next to the URL bench http reads (blob-bench/ beside it):
+// written into nginx's root, or, for an s3:// URL (bench_object.h), the
+// objects tests/servers/seed.js uploads to the bucket (--bench-mib).
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -35,12 +38,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "batch/baselines.h"
+#include "bench_object.h"
 #include "bench_scenarios.h"
 #include "progress.h"
 #include "rangeio/rangeio.h"
@@ -177,8 +182,29 @@ bool Check(const std::byte* p, size_t n, int blob) {
          p[n - 1] == SimulatedByteAt(at + n - 1);
 }
 
+// The blob objects and the packed one, resolved once.
+struct BlobObjects {
+  std::vector<BenchObject> blobs;
+  std::optional<BenchObject> packed;
+  const BenchObject& Of(Layout layout, int blob) const {
+    return Dedicated(layout) ? blobs[blob] : *packed;
+  }
+};
+
+Result<BlobObjects> ResolveBlobs(const BenchObject& anchor) {
+  BlobObjects o;
+  for (int b = 0; b < kBlobs; ++b) {
+    RANGEIO_ASSIGN_OR_RETURN(
+        BenchObject blob,
+        anchor.Sibling("blob-bench/blob-" + std::to_string(b) + ".bin"));
+    o.blobs.push_back(std::move(blob));
+  }
+  RANGEIO_ASSIGN_OR_RETURN(o.packed, anchor.Sibling("blob-bench/packed.bin"));
+  return o;
+}
+
 Result<Outcome> RunLibrary(Layout layout, detail::BatchMode mode,
-                           const std::string& base) {
+                           const BlobObjects& objects) {
   Options o;
   o.io_concurrency = kConcurrency;
   o.planner = PlannerOptions::None();
@@ -196,15 +222,10 @@ Result<Outcome> RunLibrary(Layout layout, detail::BatchMode mode,
     std::vector<Reader> readers;
     for (int i = 0; i < sources_per_handle; ++i) {
       HttpOptions ho;
-      std::string url = base + "/blob-bench/packed.bin";
-      ho.size_hint = kBlobBytes * kBlobs;
-      if (Dedicated(layout)) {
-        const int blob = h * sources_per_handle + i;
-        url = base + "/blob-bench/blob-" + std::to_string(blob) + ".bin";
-        ho.size_hint = kBlobBytes;
-      }
+      const int blob = h * sources_per_handle + i;
+      ho.size_hint = Dedicated(layout) ? kBlobBytes : kBlobBytes * kBlobs;
       RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> s,
-                               OpenHttpSource(url, ho));
+                               objects.Of(layout, blob).Open(ho));
       RANGEIO_ASSIGN_OR_RETURN(Reader r, Reader::Open(s, o, limiter));
       sources.push_back(s);
       readers.push_back(std::move(r));
@@ -266,7 +287,7 @@ size_t Append(char* data, size_t size, size_t n, void* sink) {
 
 // One plain ranged GET per read, on the caller's thread, each caller with
 // its own kept-alive connection: the rate without any library.
-Result<Outcome> RunDirect(Layout layout, const std::string& base) {
+Result<Outcome> RunDirect(Layout layout, const BlobObjects& objects) {
   Outcome out;
   std::mutex mu;
   std::vector<std::thread> callers;
@@ -282,14 +303,12 @@ Result<Outcome> RunDirect(Layout layout, const std::string& base) {
       uint64_t wrong = 0, gets = 0, bytes = 0;
       for (int i = 0; i < kReadsPerCaller; ++i) {
         const Pick p = PickFor(layout, t, rng);
-        const std::string url =
-            Dedicated(layout)
-                ? base + "/blob-bench/blob-" + std::to_string(p.blob) + ".bin"
-                : base + "/blob-bench/packed.bin";
+        const BenchObject& object = objects.Of(layout, p.blob);
         const std::string range = std::to_string(p.offset) + "-" +
                                   std::to_string(p.offset + kBlobBytes - 1);
         body.clear();
-        curl_easy_setopt(easy, CURLOPT_URL, url.c_str());
+        curl_easy_setopt(easy, CURLOPT_URL, object.get_url().c_str());
+        object.Sign(easy);
         curl_easy_setopt(easy, CURLOPT_RANGE, range.c_str());
         curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, Append);
         curl_easy_setopt(easy, CURLOPT_WRITEDATA, &body);
@@ -327,7 +346,8 @@ Result<Report> RunBlob(const BenchOptions& options) {
   std::string url =
       options.url.empty() ? EnvOr("RANGEIO_BENCH_HTTP_URL") : options.url;
   const std::string root = EnvOr("RANGEIO_TEST_NGINX_ROOT");
-  if (url.empty() || root.empty()) {
+  const bool s3 = url.rfind("s3://", 0) == 0;
+  if (url.empty() || (root.empty() && !s3)) {
     return Status::InvalidArgument(
         "bench blob needs the test servers: eval \"$(tests/servers/"
         "run_servers.sh start DIR)\" exports RANGEIO_BENCH_HTTP_URL (a file "
@@ -335,7 +355,11 @@ Result<Report> RunBlob(const BenchOptions& options) {
         "directory nginx serves, where the blobs are written)");
   }
   const std::string base = url.substr(0, url.rfind('/'));
-  RANGEIO_RETURN_NOT_OK(PrepareObjects(root));
+  RANGEIO_ASSIGN_OR_RETURN(const BenchObject anchor, BenchObject::Resolve(url));
+  // An s3:// bucket holds the blobs already (seed.js); bench http's URL on
+  // nginx gets them written next to it.
+  if (!s3) RANGEIO_RETURN_NOT_OK(PrepareObjects(root));
+  RANGEIO_ASSIGN_OR_RETURN(const BlobObjects objects, ResolveBlobs(anchor));
   curl_global_init(CURL_GLOBAL_DEFAULT);
 
   const Layout layouts[] = {Layout::kDedicatedSame, Layout::kDedicatedMulti,
@@ -374,11 +398,11 @@ Result<Report> RunBlob(const BenchOptions& options) {
     if (!failure.ok()) return;
     Cell& c = cells[k];
     Result<Outcome> o =
-        c.mode == 2 ? RunDirect(c.layout, base)
+        c.mode == 2 ? RunDirect(c.layout, objects)
                     : RunLibrary(c.layout,
                                  c.mode == 0 ? detail::BatchMode::kSerialized
                                              : detail::BatchMode::kDispatched,
-                                 base);
+                                 objects);
     if (!o.ok()) {
       failure = o.status();
       return;

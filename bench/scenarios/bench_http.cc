@@ -10,6 +10,9 @@
 // With a no-latency listener in front of the same nginx, also
 //   proxy-capacity  `direct` through it: what the proxy sustains, to show it
 //            is not the bottleneck (target >= 3x rangeio's rate).
+// The object may also be an s3:// URL (bench_object.h), e.g. Ceph RGW
+// behind the same relay: rangeio reads it with an S3 source, direct sends
+// GETs signed by libcurl.
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,10 +21,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench_object.h"
 #include "bench_scenarios.h"
 #include "direct_curl.h"
 #include "progress.h"
@@ -63,14 +68,13 @@ std::vector<ByteRange> BenchRanges(uint64_t object_bytes) {
   return ranges;
 }
 
-Status RunRangeio(const std::string& url, uint64_t size,
+Status RunRangeio(const BenchObject& object, uint64_t size,
                   const std::vector<ByteRange>& ranges, Figures* f,
                   LatencyHistogram* latency) {
   HttpOptions ho;
   ho.size_hint = size;  // what a table format knows: no size probe
   ho.max_connections = kConcurrency;
-  RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> src,
-                           OpenHttpSource(url, ho));
+  RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> src, object.Open(ho));
   Options o;
   o.io_concurrency = kConcurrency;
   RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(src, o));
@@ -102,13 +106,14 @@ Status RunRangeio(const std::string& url, uint64_t size,
 }
 
 // The direct baseline over `ranges` (all of them, no deadline).
-Status RunDirect(DirectCurl& direct, const std::string& url,
+Status RunDirect(DirectCurl& direct, const BenchObject& object,
                  const std::vector<ByteRange>& ranges, Figures* f,
                  LatencyHistogram* latency) {
   size_t next = 0;
   DirectFigures d;
   DirectTarget target;
-  target.url = url;
+  target.url = object.get_url();
+  target.configure = [&object](CURL* easy) { object.Sign(easy); };
   RANGEIO_RETURN_NOT_OK(direct.Run(
       target,
       [&]() -> std::optional<ByteRange> {
@@ -157,15 +162,24 @@ double CpuSeconds(const std::string& pids) {
 
 Result<Report> RunHttp(const BenchOptions& options) {
   const std::string url = EnvOr(options.url, "RANGEIO_BENCH_HTTP_URL");
+  const bool s3 = url.rfind("s3://", 0) == 0;
+  // The test servers' no-latency relay fronts nginx: not for an s3:// URL.
   const std::string capacity_url =
-      EnvOr(options.capacity_url, "RANGEIO_BENCH_HTTP_CAPACITY_URL");
+      s3 ? options.capacity_url
+         : EnvOr(options.capacity_url, "RANGEIO_BENCH_HTTP_CAPACITY_URL");
   if (url.empty()) {
     return Status::InvalidArgument(
         "bench http needs a URL of a large file served through the latency "
-        "proxy: --url URL, or start the test servers (eval \"$(tests/servers/"
-        "run_servers.sh start DIR)\") which export RANGEIO_BENCH_HTTP_URL");
+        "proxy: --url URL (http(s):// or s3://), or start the test servers "
+        "(eval \"$(tests/servers/run_servers.sh start DIR)\") which export "
+        "RANGEIO_BENCH_HTTP_URL");
   }
-  RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> probe, OpenHttpSource(url));
+  RANGEIO_ASSIGN_OR_RETURN(const BenchObject object, BenchObject::Resolve(url));
+  std::optional<BenchObject> capacity;
+  if (!capacity_url.empty()) {
+    RANGEIO_ASSIGN_OR_RETURN(capacity, BenchObject::Resolve(capacity_url));
+  }
+  RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> probe, object.Open({}));
   RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, probe->Size());
   if (size < 2 * kStride) {
     return Status::InvalidArgument("bench http: '" + url + "' has " +
@@ -187,14 +201,12 @@ Result<Report> RunHttp(const BenchOptions& options) {
   if (!capacity_url.empty()) rep.config["capacity_url"] = capacity_url;
   struct Strategy {
     const char* name;
-    const std::string* url;
+    const BenchObject* object;
     bool library;
   };
-  std::vector<Strategy> strategies = {{"rangeio", &url, true},
-                                      {"direct", &url, false}};
-  if (!capacity_url.empty()) {
-    strategies.push_back({"proxy-capacity", &capacity_url, false});
-  }
+  std::vector<Strategy> strategies = {{"rangeio", &object, true},
+                                      {"direct", &object, false}};
+  if (capacity) strategies.push_back({"proxy-capacity", &*capacity, false});
   std::vector<Figures> totals(strategies.size());
   std::vector<std::unique_ptr<DirectCurl>> directs;
   for (size_t k = 0; k < strategies.size(); ++k) {
@@ -206,7 +218,10 @@ Result<Report> RunHttp(const BenchOptions& options) {
   }
   // What the latency proxy costs: its CPU time over the requests that went
   // through it (rangeio's and direct's), as requests per second of one core.
-  const char* proxy_pids = std::getenv("RANGEIO_BENCH_PROXY_PIDS");
+  // (run_servers.sh exports the relay in front of nginx and the one in front
+  // of its S3 store separately.)
+  const char* proxy_pids = std::getenv(s3 ? "RANGEIO_BENCH_S3_PROXY_PIDS"
+                                          : "RANGEIO_BENCH_PROXY_PIDS");
   const double cpu0 = proxy_pids ? CpuSeconds(proxy_pids) : 0;
   Status failure;
   Rounds(options.rounds, strategies.size(), [&](size_t k) {
@@ -214,8 +229,8 @@ Result<Report> RunHttp(const BenchOptions& options) {
     Figures f;
     const Strategy& s = strategies[k];
     failure = s.library
-                  ? RunRangeio(*s.url, size, ranges, &f, &latency[k])
-                  : RunDirect(*directs[k], *s.url, ranges, &f, &latency[k]);
+                  ? RunRangeio(*s.object, size, ranges, &f, &latency[k])
+                  : RunDirect(*directs[k], *s.object, ranges, &f, &latency[k]);
     rep.rows[k].elapsed_ms_runs.push_back(f.elapsed_ms);
     if (s.library) {
       rep.rows[k].peak_inflight = f.peak_inflight;

@@ -172,7 +172,7 @@ Status RunDirectHttp(const UrlBenchOptions& o, const SourceOptions& so,
     target.url = detail::S3ObjectUrl(
         endpoint, loc,
         detail::UseVirtualHosted(so.s3.addressing, endpoint, loc.bucket));
-    target.dialect = dialect.get();
+    target.configure = [d = dialect.get()](CURL* easy) { d->Configure(easy); };
   } else {
     target.url = o.url;
   }

@@ -5,7 +5,6 @@
 #include <memory>
 #include <vector>
 
-#include "http/http_dialect.h"
 #include "progress.h"
 
 namespace rangeio::bench {
@@ -81,7 +80,7 @@ Status DirectCurl::Run(const DirectTarget& target,
     if (!target.ca_file.empty()) {
       curl_easy_setopt(g.easy, CURLOPT_CAINFO, target.ca_file.c_str());
     }
-    if (target.dialect != nullptr) target.dialect->Configure(g.easy);
+    if (target.configure) target.configure(g.easy);
   }
   const auto t0 = std::chrono::steady_clock::now();
   for (DirectGet& g : gets) start(g);

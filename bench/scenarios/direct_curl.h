@@ -17,10 +17,6 @@
 #include "rangeio/stats.h"
 #include "rangeio/status.h"
 
-namespace rangeio::detail {
-class HttpDialect;
-}
-
 namespace rangeio::bench {
 
 struct DirectFigures {
@@ -31,11 +27,12 @@ struct DirectFigures {
   LatencyHistogram latency;  // send to last byte, per GET
 };
 
-// What a direct GET sends: the URL, the S3 signing (null for plain HTTP),
+// What a direct GET sends: the URL, the S3 signing (none for plain HTTP),
 // and TLS settings as the source under test has them.
 struct DirectTarget {
   std::string url;
-  const detail::HttpDialect* dialect = nullptr;
+  // Sets signing options on each handle (SigV4 for S3); empty: none.
+  std::function<void(CURL*)> configure;
   bool verify_tls = true;
   std::string ca_file;
 };

@@ -260,8 +260,11 @@ Attempt JudgeAnswer(std::string_view what, ByteRange range, bool size_probe,
                                    ? dialect->ReadErrorBody(r.error_body)
                                    : ErrorDetail{};
     // bytes=0-0 of an empty object: S3 answers 416 InvalidRange with
-    // ActualObjectSize 0, RFC 9110 servers 416 with "bytes */0".
-    if (size_probe && r.status == 416 && SizeOf416(r, detail) == 0u) {
+    // ActualObjectSize 0, RFC 9110 servers 416 with "bytes */0", Ceph RGW
+    // 416 with neither. A 416 to bytes=0-0 means there is no byte 0, so an
+    // answer that does not state another size says the object is empty.
+    if (size_probe && r.status == 416 &&
+        SizeOf416(r, detail).value_or(0) == 0) {
       return {Status::OK(), RetryCause::kNone, 0, 0};
     }
     return ErrorAnswer(what, r, detail, now);

@@ -14,7 +14,13 @@
 #   faultproxy.js    its control API (tests make their own listeners);
 #   rangeio-latency-relay (latency_relay.cc here, built in the build tree)
 #                    twice in front of nginx for the benchmarks: lognormal
-#                    latency (median 24 ms, sigma 0.3), and none.
+#                    latency (median 24 ms, sigma 0.3), and none;
+#   a Ceph cluster   (ceph_rgw.sh, under STATE_DIR/ceph: a monitor, a memstore
+#                    OSD and radosgw) when Debian's ceph-mon, ceph-osd,
+#                    radosgw and ceph-common are installed and
+#                    RANGEIO_TEST_RGW is not 'off': the bucket rangeio-test
+#                    with the same keys as s3rver's, plus the benchmarks'
+#                    objects, and a third relay (24 ms) in front of it.
 # It prints `export NAME=VALUE` lines and writes them to STATE_DIR/servers.env:
 #   RANGEIO_TEST_NGINX            http://127.0.0.1:PORT (root: data dir)
 #   RANGEIO_TEST_NGINX_ROOT       the data dir (tests may add files)
@@ -29,6 +35,12 @@
 #   RANGEIO_BENCH_HTTP_URL        bench.bin through the 24 ms listener
 #   RANGEIO_BENCH_HTTP_CAPACITY_URL  bench.bin through the no-latency one
 #   RANGEIO_BENCH_PROXY_PIDS      the 24 ms relay's process (CPU cost)
+# and with the Ceph cluster (see ceph_rgw.sh):
+#   RANGEIO_TEST_RGW_ENDPOINT, RANGEIO_TEST_RGW_VHOST_ENDPOINT,
+#   RANGEIO_TEST_RGW_ACCESS_KEY, RANGEIO_TEST_RGW_SECRET_KEY
+#   RANGEIO_BENCH_RGW_ENDPOINT    RGW through the 24 ms relay (the bucket
+#                                 holds bench.bin, 64 MiB, and blob-bench/)
+#   RANGEIO_BENCH_S3_PROXY_PIDS  that relay's process
 # stop: ends the processes that start recorded in STATE_DIR/pids.
 #
 # The relay comes from the build tree $RANGEIO_BUILD_DIR (default: build/ in
@@ -147,6 +159,41 @@ start_listener() {
   wait_for_port "$LISTENER_PORT" "$LISTENER_PID" "$name"
 }
 
+# Whether to start the Ceph cluster: RANGEIO_TEST_RGW=on requires it,
+# off skips it, unset starts it when radosgw is installed.
+want_rgw() {
+  case ${RANGEIO_TEST_RGW:-auto} in
+    off) return 1 ;;
+    on) return 0 ;;
+  esac
+  command -v radosgw >/dev/null && return 0
+  echo "run_servers: radosgw is not installed: no Ceph RGW (its tests skip;" \
+    "apt-get install ceph-mon ceph-osd radosgw ceph-common)" >&2
+  return 1
+}
+
+# start_rgw STATE: the Ceph cluster, its bucket and objects, and the relay in
+# front of it; sets RGW_ENV to the export lines. Records the relay in
+# STATE/pids (the Ceph daemons are ceph_rgw.sh's to stop).
+start_rgw() {
+  local state=$1 env
+  env=$("$HERE/ceph_rgw.sh" start "$state/ceph")
+  eval "$env"
+  # 64 MiB for bench.bin: 64 slots of bench http's 1 MiB stride, in the
+  # OSD's memory (memstore).
+  node "$HERE/seed.js" --s3 "$RANGEIO_TEST_RGW_ENDPOINT" --bucket "$BUCKET" \
+    --access-key "$RANGEIO_TEST_RGW_ACCESS_KEY" \
+    --secret-key "$RANGEIO_TEST_RGW_SECRET_KEY" --create-bucket 1 \
+    --bench-mib 64
+  local port=${RANGEIO_TEST_RGW_ENDPOINT##*:}
+  start_listener "$state" relay-rgw "$RELAY" --listen 0 \
+    --upstream "127.0.0.1:$port" \
+    --latency '{"kind":"lognormal","median_ms":24,"sigma":0.3}'
+  RGW_ENV="$env
+export RANGEIO_BENCH_RGW_ENDPOINT=http://127.0.0.1:$LISTENER_PORT
+export RANGEIO_BENCH_S3_PROXY_PIDS=$LISTENER_PID"
+}
+
 start() {
   local state=$1
   if [[ ! -x $RELAY ]]; then
@@ -188,6 +235,11 @@ start() {
   start_listener "$state" relay-capacity "$RELAY" --listen 0 \
     --upstream "127.0.0.1:$NGINX_PORT" --latency '{"kind":"none"}'
   local capacity=$LISTENER_PORT
+  local rgw_env=""
+  if want_rgw; then
+    start_rgw "$state"
+    rgw_env=$RGW_ENV
+  fi
   trap - EXIT
 
   cat >"$state/servers.env" <<EOF
@@ -203,11 +255,13 @@ export RANGEIO_BENCH_HTTP_URL=http://127.0.0.1:$bench/bench.bin
 export RANGEIO_BENCH_HTTP_CAPACITY_URL=http://127.0.0.1:$capacity/bench.bin
 export RANGEIO_BENCH_PROXY_PIDS=$bench_pid
 EOF
+  [[ -z $rgw_env ]] || echo "$rgw_env" >>"$state/servers.env"
   cat "$state/servers.env"
 }
 
 stop() {
   local state=$1 pid
+  if [[ -d $state/ceph ]]; then "$HERE/ceph_rgw.sh" stop "$state/ceph"; fi
   [[ -f $state/pids ]] || return 0
   while read -r pid; do
     [[ -n $pid ]] && kill -TERM "$pid" 2>/dev/null || true

@@ -27,13 +27,21 @@ size_t Append(char* data, size_t size, size_t n, void* user) {
 
 std::string TestServers::NginxHostPort() const { return HostPort(nginx); }
 std::string TestServers::S3HostPort() const { return HostPort(s3_endpoint); }
+std::string TestServers::RgwHostPort() const { return HostPort(rgw_endpoint); }
 
 std::optional<TestServers> TestServers::Get() {
-  TestServers s{
-      Env("RANGEIO_TEST_NGINX"),       Env("RANGEIO_TEST_NGINX_ROOT"),
-      Env("RANGEIO_TEST_NGINX_TLS"),   Env("RANGEIO_TEST_TLS_CA"),
-      Env("RANGEIO_TEST_S3_ENDPOINT"), Env("RANGEIO_TEST_S3_VHOST_ENDPOINT"),
-      Env("RANGEIO_TEST_S3_BUCKET"),   Env("RANGEIO_TEST_PROXY_CONTROL")};
+  TestServers s{Env("RANGEIO_TEST_NGINX"),
+                Env("RANGEIO_TEST_NGINX_ROOT"),
+                Env("RANGEIO_TEST_NGINX_TLS"),
+                Env("RANGEIO_TEST_TLS_CA"),
+                Env("RANGEIO_TEST_S3_ENDPOINT"),
+                Env("RANGEIO_TEST_S3_VHOST_ENDPOINT"),
+                Env("RANGEIO_TEST_S3_BUCKET"),
+                Env("RANGEIO_TEST_PROXY_CONTROL"),
+                Env("RANGEIO_TEST_RGW_ENDPOINT"),
+                Env("RANGEIO_TEST_RGW_VHOST_ENDPOINT"),
+                Env("RANGEIO_TEST_RGW_ACCESS_KEY"),
+                Env("RANGEIO_TEST_RGW_SECRET_KEY")};
   if (s.nginx.empty() || s.s3_endpoint.empty() || s.proxy_control.empty()) {
     return std::nullopt;
   }

@@ -7,6 +7,11 @@
 // start them, or fails it when RANGEIO_REQUIRE_SERVERS=1 (what CI sets, so a
 // CI run can never skip them silently).
 //
+// The Ceph RADOS Gateway (tests/servers/ceph_rgw.sh) is optional to
+// run_servers.sh (it needs Debian's Ceph packages): a test of an RGW backend
+// also starts with RANGEIO_NEED_BACKEND(servers, backend)
+// (support/http_test_util.h), which skips or fails it the same way.
+//
 // ProxyListener makes a faultproxy listener of its own (upstream, latency,
 // faults as JSON, see tests/servers/faultproxy.js) for the life of a test,
 // so tests running in parallel never share a fault configuration.
@@ -31,10 +36,16 @@ struct TestServers {
   std::string s3_vhost_endpoint;  // http://s3.localhost:PORT
   std::string bucket;
   std::string proxy_control;  // http://127.0.0.1:PORT
+  // Ceph RGW; empty when run_servers.sh did not start it.
+  std::string rgw_endpoint;        // http://127.0.0.1:PORT
+  std::string rgw_vhost_endpoint;  // http://s3.localhost:PORT
+  std::string rgw_access_key;      // its test user's keys
+  std::string rgw_secret_key;
 
   // host:port of nginx and s3rver, as a proxy upstream.
   std::string NginxHostPort() const;
   std::string S3HostPort() const;
+  std::string RgwHostPort() const;
 
   // nullopt when the variables are not set.
   static std::optional<TestServers> Get();

@@ -7,28 +7,52 @@
 
 namespace rangeio::testing {
 
+const char* BackendName(HttpBackend backend) {
+  switch (backend) {
+    case HttpBackend::kNginx:
+      return "nginx";
+    case HttpBackend::kS3Path:
+      return "s3_path";
+    case HttpBackend::kS3Vhost:
+      return "s3_vhost";
+    case HttpBackend::kRgwPath:
+      return "rgw_path";
+    case HttpBackend::kRgwVhost:
+      return "rgw_vhost";
+  }
+  return "unknown";
+}
+
+bool HasBackend(const TestServers& s, HttpBackend backend) {
+  return !IsRgw(backend) || !s.rgw_endpoint.empty();
+}
+
 S3Options S3TestOptions(const TestServers& s, HttpBackend backend,
                         const HttpOptions& http, const std::string& endpoint) {
   S3Options o;
   o.http = http;
   o.region = "us-east-1";
-  o.access_key_id = kS3AccessKey;
-  o.secret_access_key = kS3Secret;
-  if (backend == HttpBackend::kS3Vhost) {
+  const bool rgw = IsRgw(backend);
+  o.access_key_id = rgw ? s.rgw_access_key : kS3AccessKey;
+  o.secret_access_key = rgw ? s.rgw_secret_key : kS3Secret;
+  const std::string base =
+      !endpoint.empty() ? endpoint : (rgw ? s.rgw_endpoint : s.s3_endpoint);
+  if (backend == HttpBackend::kS3Vhost || backend == HttpBackend::kRgwVhost) {
     o.addressing = S3Addressing::kVirtualHosted;
-    // BUCKET.s3.localhost:PORT reaches the proxy or s3rver on loopback.
-    std::string base = endpoint.empty() ? s.s3_endpoint : endpoint;
+    // BUCKET.s3.localhost:PORT reaches the proxy or the server on loopback
+    // (RGW's `rgw dns name` is s3.localhost).
     const size_t colon = base.rfind(':');
     o.endpoint = "http://s3.localhost" + base.substr(colon);
   } else {
     o.addressing = S3Addressing::kPath;
-    o.endpoint = endpoint.empty() ? s.s3_endpoint : endpoint;
+    o.endpoint = base;
   }
   return o;
 }
 
 std::string UpstreamOf(const TestServers& s, HttpBackend backend) {
-  return backend == HttpBackend::kNginx ? s.NginxHostPort() : s.S3HostPort();
+  if (backend == HttpBackend::kNginx) return s.NginxHostPort();
+  return IsRgw(backend) ? s.RgwHostPort() : s.S3HostPort();
 }
 
 Result<std::shared_ptr<Source>> OpenTestObject(const TestServers& s,
@@ -42,6 +66,17 @@ Result<std::shared_ptr<Source>> OpenTestObject(const TestServers& s,
   }
   return OpenS3Source("s3://" + s.bucket + "/" + object,
                       S3TestOptions(s, backend, http, proxy));
+}
+
+HttpOptions FastOptions() {
+  HttpOptions o;
+  o.connect_timeout = std::chrono::milliseconds(2000);
+  o.first_byte_timeout = std::chrono::milliseconds(5000);
+  o.stall_timeout = std::chrono::milliseconds(5000);
+  o.retry_base_backoff = std::chrono::milliseconds(5);
+  o.retry_max_backoff = std::chrono::milliseconds(100);
+  o.deadline = std::chrono::milliseconds(20'000);
+  return o;
 }
 
 Result<Slice> ReadOnce(Source& source, ByteRange range) {

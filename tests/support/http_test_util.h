@@ -4,6 +4,9 @@
 // Thread-safety: free functions; thread-safe.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <ostream>
 #include <string>
 
 #include "rangeio/rangeio.h"
@@ -12,24 +15,44 @@
 namespace rangeio::testing {
 
 enum class HttpBackend {
-  kNginx,    // http://, nginx
-  kS3Path,   // s3://, s3rver, path-style
-  kS3Vhost,  // s3://, s3rver, virtual-hosted style (BUCKET.s3.localhost)
+  kNginx,     // http://, nginx
+  kS3Path,    // s3://, s3rver, path-style
+  kS3Vhost,   // s3://, s3rver, virtual-hosted style (BUCKET.s3.localhost)
+  kRgwPath,   // s3://, Ceph RGW, path-style
+  kRgwVhost,  // s3://, Ceph RGW, virtual-hosted style (rgw dns name)
 };
+
+// For test names: nginx, s3_path, s3_vhost, rgw_path, rgw_vhost.
+const char* BackendName(HttpBackend backend);
+// For test names: Backends/Suite.Test/rgw_path.
+inline std::string BackendParamName(
+    const ::testing::TestParamInfo<HttpBackend>& p) {
+  return BackendName(p.param);
+}
+// For gtest's messages (GetParam() = rgw_path).
+inline void PrintTo(HttpBackend b, std::ostream* os) { *os << BackendName(b); }
+inline bool IsRgw(HttpBackend b) {
+  return b == HttpBackend::kRgwPath || b == HttpBackend::kRgwVhost;
+}
+// Whether the backend's server checks SigV4 signatures (s3rver does not).
+inline bool VerifiesSignatures(HttpBackend b) { return IsRgw(b); }
+// Whether the servers include `backend`'s (RGW is optional).
+bool HasBackend(const TestServers& s, HttpBackend backend);
 
 // s3rver's default credentials (it checks the key id, not the signature).
 inline constexpr char kS3AccessKey[] = "S3RVER";
 inline constexpr char kS3Secret[] = "S3RVER";
 
-// S3Options for s3rver at `endpoint` (default: the servers' own) with
-// `http` options and the addressing of `backend`.
+// S3Options for the S3 server of `backend` (s3rver or RGW, with its keys)
+// at `endpoint` (default: the server's own) with `http` options and the
+// addressing of `backend`.
 S3Options S3TestOptions(const TestServers& s, HttpBackend backend,
                         const HttpOptions& http = {},
                         const std::string& endpoint = "");
 
 // Opens `object` (a path under nginx's root, or a key of the bucket) on
 // `backend`. With `proxy` (a ProxyListener's base URL) requests go through
-// it; it must front the matching server (nginx or s3rver).
+// it; it must front the matching server (nginx, s3rver or RGW).
 Result<std::shared_ptr<Source>> OpenTestObject(const TestServers& s,
                                                HttpBackend backend,
                                                const std::string& object,
@@ -39,6 +62,9 @@ Result<std::shared_ptr<Source>> OpenTestObject(const TestServers& s,
 // The upstream (host:port) a proxy for `backend` fronts.
 std::string UpstreamOf(const TestServers& s, HttpBackend backend);
 
+// Short enough that a failing test fails fast, far above loopback latency.
+HttpOptions FastOptions();
+
 // One Source::Read, waited for (30 s hang guard).
 Result<Slice> ReadOnce(Source& source, ByteRange range);
 
@@ -46,3 +72,16 @@ Result<Slice> ReadOnce(Source& source, ByteRange range);
 bool MatchesSeeded(ByteRange range, const Slice& bytes);
 
 }  // namespace rangeio::testing
+
+// After RANGEIO_NEED_SERVERS(servers): skips the test (fails it under
+// RANGEIO_REQUIRE_SERVERS=1) when `backend`'s server is not running.
+#define RANGEIO_NEED_BACKEND(servers, backend)                                 \
+  if (!::rangeio::testing::HasBackend(servers, backend)) {                     \
+    if (::rangeio::testing::TestServers::Required()) {                         \
+      FAIL() << "RANGEIO_REQUIRE_SERVERS=1 but Ceph RGW is not running "       \
+                "(RANGEIO_TEST_RGW_ENDPOINT unset; install ceph-mon ceph-osd " \
+                "radosgw ceph-common and restart the servers)";                \
+    }                                                                          \
+    GTEST_SKIP() << "Ceph RGW is not running: install ceph-mon ceph-osd "      \
+                    "radosgw ceph-common, then restart run_servers.sh";        \
+  }

@@ -85,7 +85,8 @@ SourceBackend Local(std::string id, LocalEngine engine, bool direct,
 
 SourceBackend Server(std::string id, HttpBackend backend) {
   return {std::move(id), true,
-          [=](const ConformanceEnv& env) { return OpenServer(env, backend); }};
+          [=](const ConformanceEnv& env) { return OpenServer(env, backend); },
+          backend};
 }
 
 }  // namespace
@@ -105,6 +106,7 @@ std::vector<SourceBackend> ConformanceBackends() {
       Local("uring_direct", LocalEngine::kUring, true, false),
       Server("http", HttpBackend::kNginx),
       Server("s3", HttpBackend::kS3Path),
+      Server("rgw", HttpBackend::kRgwPath),
   };
 }
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "rangeio/rangeio.h"
-#include "support/http_servers.h"
+#include "support/http_test_util.h"
 
 namespace rangeio::testing {
 
@@ -47,6 +47,8 @@ struct SourceBackend {
   // O_DIRECT means the file system cannot do direct I/O (IsDirectUnsupported):
   // the suite skips the test.
   std::function<Result<OpenedSource>(const ConformanceEnv&)> open;
+  // The server of a backend with needs_servers (RGW is optional to them).
+  HttpBackend server = HttpBackend::kNginx;
 };
 
 // For test names and failure messages: the backend's id.
@@ -55,7 +57,7 @@ inline void PrintTo(const SourceBackend& b, std::ostream* os) { *os << b.id; }
 // Every backend: memory (zero-copy and copying), simulated, block-cached
 // over simulated, the local engines of local_conformance_test.cc (pread
 // pool and io_uring: buffered, inline attempt, hit helpers, O_DIRECT), HTTP
-// (nginx) and S3 (s3rver, path-style).
+// (nginx) and S3 (s3rver and Ceph RGW, path-style).
 std::vector<SourceBackend> ConformanceBackends();
 
 // Writes the conformance object to `path`.
