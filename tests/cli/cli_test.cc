@@ -22,6 +22,7 @@
 
 #include "rangeio/rangeio.h"
 #include "support/http_servers.h"
+#include "support/http_test_util.h"
 
 extern char** environ;
 
@@ -146,13 +147,43 @@ std::string EncodePath(const std::string& name) {
   return out;
 }
 
-// The AWS environment that points the CLI at s3rver.
-std::map<std::string, std::string> S3Env(const testing::TestServers& s,
-                                         const std::string& key_id = "S3RVER") {
-  return {{"AWS_ACCESS_KEY_ID", key_id}, {"AWS_SECRET_ACCESS_KEY", kSecret},
-          {"AWS_SESSION_TOKEN", kToken}, {"AWS_ENDPOINT_URL", s.s3_endpoint},
-          {"AWS_ENDPOINT_URL_S3", ""},   {"AWS_PROFILE", ""},
-          {"AWS_REGION", "us-east-1"}};
+// An S3 store of the test servers and its test user.
+struct Store {
+  std::string name;
+  std::string endpoint;
+  std::string key_id;
+  std::string secret;  // what the store wants (s3rver checks none)
+};
+
+// s3rver always; Ceph RGW when it runs (required under
+// RANGEIO_REQUIRE_SERVERS=1, like the other RGW tests).
+std::vector<Store> Stores(const testing::TestServers& s) {
+  std::vector<Store> stores = {{"s3rver", s.s3_endpoint, "S3RVER", kSecret}};
+  if (testing::HasBackend(s, testing::HttpBackend::kRgwPath)) {
+    stores.push_back(
+        {"rgw", s.rgw_endpoint, s.rgw_access_key, s.rgw_secret_key});
+  } else if (testing::TestServers::Required()) {
+    ADD_FAILURE() << "RANGEIO_REQUIRE_SERVERS=1 but Ceph RGW is not running";
+  }
+  return stores;
+}
+
+// The AWS environment that points the CLI at `store`, with `secret` (the
+// store's own unless a test wants a wrong one), and for s3rver a session
+// token (RGW checks tokens only with STS, which is not set up here).
+std::map<std::string, std::string> S3Env(const Store& store,
+                                         const std::string& key_id = "",
+                                         const std::string& secret = "") {
+  std::map<std::string, std::string> env = {
+      {"AWS_ACCESS_KEY_ID", key_id.empty() ? store.key_id : key_id},
+      {"AWS_SECRET_ACCESS_KEY", secret.empty() ? store.secret : secret},
+      {"AWS_SESSION_TOKEN", ""},
+      {"AWS_ENDPOINT_URL", store.endpoint},
+      {"AWS_ENDPOINT_URL_S3", ""},
+      {"AWS_PROFILE", ""},
+      {"AWS_REGION", "us-east-1"}};
+  if (store.name == "s3rver") env["AWS_SESSION_TOKEN"] = kToken;
+  return env;
 }
 
 // Names with the characters users' keys hold (as the seed's S3 keys).
@@ -233,16 +264,19 @@ TEST(CliCatTest, NginxNamesWithSpacesPlusEqualsPercentUnicodeParentheses) {
 
 TEST(CliCatTest, S3KeysWithSpacesPlusEqualsPercentUnicodeParentheses) {
   RANGEIO_NEED_SERVERS(s);
-  // The seed uploads pattern.bin under these keys (tests/servers/seed.js).
-  for (const char* key :
-       {"with space.bin", "plus+sign.bin", "eq=uals.bin", "per%cent.bin",
-        "per%20cent.bin", "unicod\xc3\xa9 \xe2\x98\x83.bin",
-        "mixed dir/a+b=c%d \xc3\xa9 \xe2\x98\x83 ~!*'()&$@,;:.bin"}) {
-    SCOPED_TRACE(key);
-    const CliRun r = RunCli(CatArgs("s3://" + s.bucket + "/" + key), S3Env(s));
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_TRUE(r.out == Expected()) << "bytes differ for " << key;
-    EXPECT_THAT(r.err, HasSubstr("SigV4-signed"));
+  for (const Store& store : Stores(s)) {
+    // The seed uploads pattern.bin under these keys (tests/servers/seed.js).
+    for (const char* key :
+         {"with space.bin", "plus+sign.bin", "eq=uals.bin", "per%cent.bin",
+          "per%20cent.bin", "unicod\xc3\xa9 \xe2\x98\x83.bin",
+          "mixed dir/a+b=c%d \xc3\xa9 \xe2\x98\x83 ~!*'()&$@,;:.bin"}) {
+      SCOPED_TRACE(store.name + ": " + key);
+      const CliRun r =
+          RunCli(CatArgs("s3://" + s.bucket + "/" + key), S3Env(store));
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_TRUE(r.out == Expected()) << "bytes differ for " << key;
+      EXPECT_THAT(r.err, HasSubstr("SigV4-signed"));
+    }
   }
 }
 
@@ -250,7 +284,7 @@ TEST(CliCatTest, OptionsReachTheSource) {
   RANGEIO_NEED_SERVERS(s);
   // The endpoint as an option instead of the environment, and a size hint
   // (no size probe): the bytes are the same.
-  auto env = S3Env(s);
+  auto env = S3Env(Stores(s)[0]);
   env["AWS_ENDPOINT_URL"] = "";
   std::vector<std::string> args = CatArgs("s3://" + s.bucket + "/pattern.bin");
   for (const std::string& o :
@@ -307,8 +341,7 @@ TEST(CliCatTest, UnreachableHostFailsWithinTheConnectTimeoutNamingIt) {
   for (const std::string& url : {"http://127.0.0.1:" + port + "/a.bin",
                                  std::string("s3://bucket/key")}) {
     SCOPED_TRACE(url);
-    auto env = S3Env({});
-    env["AWS_ENDPOINT_URL"] = "http://127.0.0.1:" + port;
+    auto env = S3Env({"none", "http://127.0.0.1:" + port, "KEY", kSecret});
     const CliRun r = RunCli(
         {"cat", url, "-r", "0:10", "-o", "connect-timeout-ms=1000"}, env);
     EXPECT_EQ(r.exit_code, 1);
@@ -325,12 +358,14 @@ struct ErrorCase {
   std::vector<std::string> args;
   std::string says;  // the message must hold this
   bool s3_env = true;
-  std::string key_id = "S3RVER";
+  std::string key_id = std::string();  // empty: the store's
+  std::string secret = std::string();  // empty: the store's
 };
 
-std::vector<ErrorCase> ErrorCases(const testing::TestServers& s) {
+std::vector<ErrorCase> ErrorCases(const testing::TestServers& s,
+                                  const Store& store) {
   const std::string obj = "s3://" + s.bucket + "/pattern.bin";
-  return {
+  std::vector<ErrorCase> cases = {
       {"missing key",
        {"cat", "s3://" + s.bucket + "/no such key.bin", "-r", "0:1"},
        "NoSuchKey"},
@@ -344,7 +379,8 @@ std::vector<ErrorCase> ErrorCases(const testing::TestServers& s) {
        {"cat", obj, "-r", "0:1"},
        "InvalidAccessKeyId",
        true,
-       "WRONGKEY"},
+       "WRONGKEY",
+       kSecret},
       {"past the end",
        {"cat", obj, "-r", "1048580:100"},
        "range [1048580, 1048680) of '" + obj + "' ends past its size 1048589"},
@@ -378,27 +414,40 @@ std::vector<ErrorCase> ErrorCases(const testing::TestServers& s) {
        {"cat", obj, "-r", "0:1", "-o", "endpoint=ftp://x"},
        "endpoint"},
   };
+  if (store.name == "rgw") {
+    // s3rver checks no signature; RGW does.
+    cases.push_back({"wrong secret",
+                     {"cat", obj, "-r", "0:1"},
+                     "SignatureDoesNotMatch",
+                     true,
+                     "",
+                     kSecret});
+  }
+  return cases;
 }
 
 TEST(CliCatTest, ErrorsExitOneNamingTheCauseAndNeverShowASecret) {
   RANGEIO_NEED_SERVERS(s);
-  for (const ErrorCase& c : ErrorCases(s)) {
-    SCOPED_TRACE(c.what);
-    auto env = S3Env(s, c.key_id);
-    if (!c.s3_env) {
-      env["AWS_ACCESS_KEY_ID"] = "";
-      env["AWS_SECRET_ACCESS_KEY"] = "";
-      env["AWS_SESSION_TOKEN"] = "";
-      env["AWS_SHARED_CREDENTIALS_FILE"] = "/nonexistent/credentials";
-    }
-    const CliRun r = RunCli(c.args, env);
-    EXPECT_EQ(r.exit_code, 1) << r.err;
-    EXPECT_THAT(r.err, HasSubstr("rangeio cat: "));
-    EXPECT_THAT(r.err, HasSubstr(c.says));
-    EXPECT_TRUE(r.out.empty()) << "wrote data before failing";
-    for (const std::string& text : {r.out, r.err}) {
-      EXPECT_THAT(text, Not(HasSubstr(kSecret)));
-      EXPECT_THAT(text, Not(HasSubstr(kToken)));
+  for (const Store& store : Stores(s)) {
+    for (const ErrorCase& c : ErrorCases(s, store)) {
+      SCOPED_TRACE(store.name + ": " + c.what);
+      auto env = S3Env(store, c.key_id, c.secret);
+      if (!c.s3_env) {
+        env["AWS_ACCESS_KEY_ID"] = "";
+        env["AWS_SECRET_ACCESS_KEY"] = "";
+        env["AWS_SESSION_TOKEN"] = "";
+        env["AWS_SHARED_CREDENTIALS_FILE"] = "/nonexistent/credentials";
+      }
+      const CliRun r = RunCli(c.args, env);
+      EXPECT_EQ(r.exit_code, 1) << r.err;
+      EXPECT_THAT(r.err, HasSubstr("rangeio cat: "));
+      EXPECT_THAT(r.err, HasSubstr(c.says));
+      EXPECT_TRUE(r.out.empty()) << "wrote data before failing";
+      for (const std::string& text : {r.out, r.err}) {
+        EXPECT_THAT(text, Not(HasSubstr(kSecret)));
+        EXPECT_THAT(text, Not(HasSubstr(kToken)));
+        EXPECT_THAT(text, Not(HasSubstr(store.secret)));
+      }
     }
   }
 }
