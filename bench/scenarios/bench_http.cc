@@ -26,6 +26,7 @@
 
 #include "bench_scenarios.h"
 #include "rangeio/rangeio.h"
+#include "redact.h"
 
 namespace rangeio::bench {
 namespace {
@@ -262,7 +263,7 @@ Result<Report> RunHttp(const BenchOptions& options) {
   RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> probe, OpenHttpSource(url));
   RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, probe->Size());
   if (size < 2 * kStride) {
-    return Status::InvalidArgument("bench http: '" + url + "' has " +
+    return Status::InvalidArgument("bench http: '" + probe->name() + "' has " +
                                    std::to_string(size) +
                                    " bytes; it needs at least 2 MiB");
   }
@@ -270,7 +271,8 @@ Result<Report> RunHttp(const BenchOptions& options) {
 
   Report rep;
   rep.scenario = "http";
-  rep.config = {{"url", url},
+  // The source's name: the URL without user:password or signing values.
+  rep.config = {{"url", probe->name()},
                 {"object_bytes", size},
                 {"reads", kReads},
                 {"range_bytes", kRangeBytes},
@@ -278,7 +280,9 @@ Result<Report> RunHttp(const BenchOptions& options) {
                 {"delivery", "as-completed"},
                 {"size_hint", true},
                 {"rounds", options.rounds}};
-  if (!capacity_url.empty()) rep.config["capacity_url"] = capacity_url;
+  if (!capacity_url.empty()) {
+    rep.config["capacity_url"] = detail::RedactUrl(capacity_url);
+  }
   struct Strategy {
     const char* name;
     const std::string* url;

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "redact.h"
+
 namespace rangeio {
 namespace {
 
@@ -23,8 +25,9 @@ constexpr int kRatioFractionBits = 32;
 
 Status Invalid(std::string_view key, std::string_view value,
                std::string_view valid) {
-  return Status::InvalidArgument("option " + std::string(key) + "='" +
-                                 std::string(value) +
+  // Escaped and bounded: keys and values come from a config (redact.h).
+  return Status::InvalidArgument("option " + detail::ForeignText(key) + "='" +
+                                 detail::ForeignText(value) +
                                  "' is invalid: " + std::string(valid));
 }
 
@@ -391,7 +394,8 @@ Result<PlannerOptions> PlannerOptions::FromPreset(std::string_view name) {
   if (name == "none") return None();
   if (name == "local") return Local();
   if (name == "object-store") return ObjectStore();
-  return Status::InvalidArgument("planner preset '" + std::string(name) +
+  return Status::InvalidArgument("planner preset '" +
+                                 detail::ForeignText(name) +
                                  "' is unknown (known: none, local, "
                                  "object-store)");
 }
