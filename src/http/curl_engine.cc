@@ -115,6 +115,14 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     WakeLoop();
   }
 
+  void Cancel(const ReadSink* sink) EXCLUDES(mu_) {
+    {
+      MutexLock lk(mu_);
+      cancels_.push_back(sink);
+    }
+    WakeLoop();
+  }
+
   void Submit(std::unique_ptr<Transfer> t) EXCLUDES(mu_) {
     bool wake;
     {
@@ -145,12 +153,18 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     std::vector<epoll_event> events(kMaxEvents);
     for (;;) {
       std::vector<std::unique_ptr<Transfer>> incoming;
+      std::vector<const ReadSink*> cancels;
       {
         MutexLock lk(mu_);
         incoming.swap(incoming_);
+        cancels.swap(cancels_);
         if (config_dirty_) ApplyConfigLocked();
         if (stop_ && incoming.empty() && active_.empty()) return;
       }
+      // Cancels first: they are for reads submitted before them, and a
+      // sink's address may already belong to a new stream's reads that
+      // are among `incoming`.
+      if (!cancels.empty()) CancelTransfers(cancels);
       uint64_t now = NowNanos();
       for (auto& t : incoming) Start(std::move(t), now);
       RunDueTimer();
@@ -312,6 +326,9 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     }
     t->ResetAttempt(now);
     ++t->attempt;
+    if (Status st = ApplyVersionPin(*t); !st.ok()) {
+      return Complete(t, std::move(st));
+    }
     const uint64_t left_ms = (t->deadline_ns - now) / kNanosPerMs + 1;
     curl_easy_setopt(t->easy, CURLOPT_TIMEOUT_MS, static_cast<long>(left_ms));
     const CURLMcode mc = curl_multi_add_handle(multi_, t->easy);
@@ -408,6 +425,32 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     retry_heap_.push({now + wait, t});
   }
 
+  // Ends every active transfer of the given sinks with Cancelled: in flight
+  // (removed from the multi handle, which closes a connection mid-answer)
+  // or waiting to retry (taken out of the retry heap).
+  void CancelTransfers(const std::vector<const ReadSink*>& sinks) {
+    std::vector<Transfer*> doomed;
+    for (const auto& owned : active_) {
+      if (std::find(sinks.begin(), sinks.end(), owned->sink) != sinks.end()) {
+        doomed.push_back(owned.get());
+      }
+    }
+    if (doomed.empty()) return;
+    std::vector<Wake> keep;
+    while (!retry_heap_.empty()) {
+      const Wake w = retry_heap_.top();
+      retry_heap_.pop();
+      if (std::find(doomed.begin(), doomed.end(), w.t) == doomed.end()) {
+        keep.push_back(w);
+      }
+    }
+    for (const Wake& w : keep) retry_heap_.push(w);
+    for (Transfer* t : doomed) {
+      if (!t->waiting) curl_multi_remove_handle(multi_, t->easy);
+      Complete(t, Status::Cancelled(t->What() + ": cancelled"));
+    }
+  }
+
   // Completes `t` with the last attempt's error and how the retries went.
   // When the deadline cut the last attempt short, its error says little
   // ("timed out"): the one before it says why the read was still retrying.
@@ -449,7 +492,28 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
              " ms after " + std::to_string(t.response.received) + " of " +
              std::to_string(t.range.length) + " bytes";
     }
-    return std::nullopt;
+    return TooSlow(t, now);
+  }
+
+  // The body's average speed since its first byte, once stall_timeout has
+  // passed, against HttpOptions::min_bytes_per_second.
+  static std::optional<std::string> TooSlow(const Transfer& t, uint64_t now) {
+    const HttpOptions& o = t.target->options;
+    const uint64_t window = ToNanos(o.stall_timeout);
+    if (o.min_bytes_per_second == 0 || now <= t.first_byte_ns ||
+        now - t.first_byte_ns < window) {
+      return std::nullopt;
+    }
+    const double seconds = static_cast<double>(now - t.first_byte_ns) / 1e9;
+    const double rate = static_cast<double>(t.response.received) / seconds;
+    if (rate >= static_cast<double>(o.min_bytes_per_second))
+      return std::nullopt;
+    return "the body came at " + std::to_string(static_cast<uint64_t>(rate)) +
+           " B/s over " + std::to_string(static_cast<uint64_t>(seconds * 1e3)) +
+           " ms, below min_bytes_per_second " +
+           std::to_string(o.min_bytes_per_second) + " (" +
+           std::to_string(t.response.received) + " of " +
+           std::to_string(t.range.length) + " bytes)";
   }
 
   // Ends the attempts past their first-byte, stall or overall deadline.
@@ -524,6 +588,7 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
 
   Mutex mu_;
   std::vector<std::unique_ptr<Transfer>> incoming_ GUARDED_BY(mu_);
+  std::vector<const ReadSink*> cancels_ GUARDED_BY(mu_);
   std::multiset<uint32_t> pools_ GUARDED_BY(mu_);
   bool config_dirty_ GUARDED_BY(mu_) = false;
   bool stop_ GUARDED_BY(mu_) = false;
@@ -570,6 +635,8 @@ void CurlEngine::Unregister(uint32_t max_connections) {
 }
 
 bool CurlEngine::OnLoopThread() const { return core_->OnLoopThread(); }
+
+void CurlEngine::Cancel(const ReadSink* sink) { core_->Cancel(sink); }
 
 void CurlEngine::Submit(std::shared_ptr<HttpTarget> target, ByteRange range,
                         Slice buffer, std::byte* dst, ReadSink* sink,

@@ -7,9 +7,11 @@
 #include <cstring>
 #include <ctime>
 #include <string_view>
+#include <vector>
 
 #include "clock.h"
 #include "parse_text.h"
+#include "redact.h"
 
 namespace rangeio::detail {
 namespace {
@@ -33,11 +35,51 @@ Status NoteSize(Transfer& t, uint64_t total) {
                          "being read, or a wrong size_hint?)");
 }
 
+// The validator an answer pins: a strong ETag (a weak one, W/"...", never
+// matches an If-Match), else Last-Modified. A value with a control
+// character is never pinned: it would go into a request header.
+HttpTarget::VersionPin ValidatorOf(const Response& r) {
+  HttpTarget::VersionPin v;
+  if (!r.etag.empty() && !StartsWithNoCase(r.etag, "w/") &&
+      !HasControlChars(r.etag)) {
+    v.etag = r.etag;
+  } else if (!r.last_modified.empty() && !HasControlChars(r.last_modified)) {
+    v.last_modified = r.last_modified;
+  }
+  return v;
+}
+
+Status Changed(const Transfer& t, std::string_view what, std::string_view was,
+               std::string_view now) {
+  return Status::IoError(
+      t.What() + ": the object changed while being read: its " +
+      std::string(what) + " was '" + ForeignText(was) + "', now '" +
+      ForeignText(now) + "' (reads of one source never mix two versions)");
+}
+
+// Pins the version on the first answer; an error when a later answer is
+// of another version (a server that ignored If-Match).
+Status CheckVersion(const Transfer& t) {
+  const HttpTarget::VersionPin seen = ValidatorOf(t.response);
+  if (seen.empty()) return Status::OK();  // nothing to pin or compare
+  const HttpTarget::VersionPin pin = t.target->PinOnce(seen);
+  const Response& r = t.response;
+  if (!pin.etag.empty() && !r.etag.empty() && r.etag != pin.etag) {
+    return Changed(t, "ETag", pin.etag, r.etag);
+  }
+  if (!pin.last_modified.empty() && !r.last_modified.empty() &&
+      r.last_modified != pin.last_modified) {
+    return Changed(t, "Last-Modified", pin.last_modified, r.last_modified);
+  }
+  return Status::OK();
+}
+
 size_t OnHeader(char* data, size_t size, size_t n, void* user) {
   auto& t = *static_cast<Transfer*>(user);
   const size_t len = size * n;
-  t.got_first_byte = true;
   t.last_progress_ns = NowNanos();
+  if (!t.got_first_byte) t.first_byte_ns = t.last_progress_ns;
+  t.got_first_byte = true;
   t.response.AddHeaderLine(std::string_view(data, len));
   return len;
 }
@@ -52,6 +94,7 @@ Status StartBody(Transfer& t) {
   auto size = CheckDataHeaders(t.What(), t.range, r);
   if (!size.ok()) return size.status();
   if (*size) RANGEIO_RETURN_NOT_OK(NoteSize(t, **size));
+  RANGEIO_RETURN_NOT_OK(CheckVersion(t));
   t.body_is_data = true;
   return Status::OK();
 }
@@ -68,7 +111,11 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
   if (!t.body_is_data) {  // an error document
     const size_t room = kMaxErrorBody - r.error_body.size();
     r.error_body.append(data, std::min(room, len));
-    return len;
+    if (len < room) return len;
+    // Enough to explain the error: reading the rest (a 404 of 10 GiB)
+    // would hold the permit and the connection for nothing.
+    t.error_body_capped = true;
+    return 0;  // aborts with CURLE_WRITE_ERROR; judged as a whole answer
   }
   if (len > t.range.length - r.received) {
     t.write_error =
@@ -88,6 +135,8 @@ void Transfer::ResetAttempt(uint64_t now) {
   attempt_start_ns = now;
   last_progress_ns = now;
   got_first_byte = false;
+  first_byte_ns = 0;
+  error_body_capped = false;
   body_is_data = false;
   response = Response();
   write_error = Status::OK();
@@ -114,7 +163,10 @@ Status ConfigureTransfer(Transfer& t) {
   set(CURLOPT_ERRORBUFFER, t.errbuf);
   set(CURLOPT_NOSIGNAL, 1L);
   set(CURLOPT_PROTOCOLS_STR, "http,https");
-  set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  // Never from https down to cleartext http: the data (and a signed
+  // request's headers) would travel unprotected.
+  set(CURLOPT_REDIR_PROTOCOLS_STR,
+      StartsWithNoCase(g.url, "https://") ? "https" : "http,https");
   set(CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
   // Over TLS a new host's transfers wait for its first connection's
   // handshake, whose ALPN says whether HTTP/2 lets them share it, rather
@@ -139,10 +191,57 @@ Status ConfigureTransfer(Transfer& t) {
   return Status::OK();
 }
 
+Status ApplyVersionPin(Transfer& t) {
+  const HttpTarget::VersionPin pin = t.target->Pin();
+  if (pin.empty() || (pin.etag == t.sent_pin.etag &&
+                      pin.last_modified == t.sent_pin.last_modified)) {
+    return Status::OK();  // nothing pinned, or already sent
+  }
+  std::vector<std::string> lines;
+  if (t.target->dialect != nullptr) lines = t.target->dialect->HeaderLines();
+  lines.push_back(pin.etag.empty() ? "If-Unmodified-Since: " + pin.last_modified
+                                   : "If-Match: " + pin.etag);
+  curl_slist* list = nullptr;
+  for (const std::string& line : lines) {
+    curl_slist* l = curl_slist_append(list, line.c_str());
+    if (l == nullptr) {
+      curl_slist_free_all(list);
+      return Status::Internal("curl_slist_append failed");
+    }
+    list = l;
+  }
+  const CURLcode rc = curl_easy_setopt(t.easy, CURLOPT_HTTPHEADER, list);
+  if (rc != CURLE_OK) {
+    curl_slist_free_all(list);
+    return Status::Internal("configuring If-Match for " + t.What() + ": " +
+                            curl_easy_strerror(rc));
+  }
+  curl_slist_free_all(t.headers);  // no longer referenced by the handle
+  t.headers = list;
+  t.sent_pin = pin;
+  return Status::OK();
+}
+
 Attempt JudgeTransfer(Transfer& t, CURLcode rc) {
   if (!t.write_error.ok()) return {t.write_error, RetryCause::kNone, 0, {}};
-  if (rc != CURLE_OK) return TransportError(t.What(), rc, t.errbuf);
+  const bool capped = rc == CURLE_WRITE_ERROR && t.error_body_capped;
+  if (rc != CURLE_OK && !capped) {
+    return TransportError(t.What(), rc, t.errbuf);
+  }
   curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &t.response.status);
+  if (t.response.status == 412 && !t.sent_pin.empty()) {
+    const bool etag = !t.sent_pin.etag.empty();
+    return {Status::IoError(t.What() +
+                            ": the object changed while being read "
+                            "(HTTP 412 Precondition Failed for " +
+                            (etag ? "If-Match: " + ForeignText(t.sent_pin.etag)
+                                  : "If-Unmodified-Since: " +
+                                        ForeignText(t.sent_pin.last_modified)) +
+                            "; reads of one source never mix two versions)"),
+            RetryCause::kNone,
+            0,
+            {}};
+  }
   Attempt a = JudgeAnswer(t.What(), t.range, t.size_probe, t.response,
                           t.target->dialect.get(), std::time(nullptr));
   if (a.object_size) {
