@@ -41,6 +41,35 @@ std::string RedactQuery(std::string_view query) {
   return out;
 }
 
+// Where the authority after the ':' at `colon` starts: past "/" or "//"
+// (libcurl takes "https:/user:pw@host" as "https://user:pw@host").
+size_t AuthorityStart(std::string_view text, size_t colon) {
+  size_t i = colon + 1;
+  while (i < text.size() && i < colon + 4 && text[i] == '/') ++i;
+  return i;
+}
+
+// Every "scheme:/user:pw@host" (one to three slashes) in `text` without its
+// "user:pw@": a URL may carry another one (a proxy's "?u=ftp://u:pw@h/"),
+// whose password is as secret. Errs on the side of cutting: an odd path
+// ("/a:/b@c") loses its "b@" too.
+std::string DropUserinfo(std::string_view text) {
+  std::string out;
+  size_t from = 0;
+  for (size_t colon = text.find(":/"); colon != std::string_view::npos;
+       colon = text.find(":/", from)) {
+    const size_t start = AuthorityStart(text, colon);
+    size_t end = text.find_first_of("/?#", start);
+    if (end == std::string_view::npos) end = text.size();
+    // The last '@': a password may itself hold an unencoded '@'.
+    const size_t at = text.substr(start, end - start).rfind('@');
+    out.append(text.substr(from, start - from));
+    from = at == std::string_view::npos ? start : start + at + 1;
+  }
+  out.append(text.substr(from));
+  return out;
+}
+
 }  // namespace
 
 std::string ForeignText(std::string_view text, size_t max) {
@@ -64,29 +93,20 @@ std::string ForeignText(std::string_view text, size_t max) {
 }
 
 std::string RedactUrl(std::string_view url) {
-  const size_t sep = url.find("://");
-  if (sep == std::string_view::npos) return ForeignText(url);
-  const size_t auth_start = sep + 3;
-  size_t auth_end = url.find_first_of("/?#", auth_start);
-  if (auth_end == std::string_view::npos) auth_end = url.size();
-  // The last '@': a password may itself hold an unencoded '@'.
-  const std::string_view authority =
-      url.substr(auth_start, auth_end - auth_start);
-  const size_t at = authority.rfind('@');
-  std::string out(url.substr(0, auth_start));
-  out.append(at == std::string_view::npos ? authority
-                                          : authority.substr(at + 1));
-  std::string_view tail = url.substr(auth_end);
-  const size_t q = tail.find('?');
-  if (q != std::string_view::npos) {
-    const size_t hash = tail.find('#', q);
-    const std::string_view query = tail.substr(
-        q + 1,
-        hash == std::string_view::npos ? std::string_view::npos : hash - q - 1);
-    out.append(tail.substr(0, q + 1)).append(RedactQuery(query));
-    if (hash != std::string_view::npos) out.append(tail.substr(hash));
+  if (url.find(":/") == std::string_view::npos) return ForeignText(url);
+  const std::string plain = DropUserinfo(url);
+  const std::string_view u = plain;
+  std::string out;
+  const size_t q = u.find('?');
+  if (q == std::string_view::npos) {
+    out = plain;
   } else {
-    out.append(tail);
+    const size_t hash = u.find('#', q);
+    const std::string_view query =
+        u.substr(q + 1, hash == std::string_view::npos ? std::string_view::npos
+                                                       : hash - q - 1);
+    out.append(u.substr(0, q + 1)).append(RedactQuery(query));
+    if (hash != std::string_view::npos) out.append(u.substr(hash));
   }
   // Escaped and bounded after redaction, so that no secret is cut in half.
   return ForeignText(out, kMaxForeignText * 4);

@@ -18,6 +18,11 @@ TEST(RedactTest, UserinfoIsDroppedWhateverTheScheme) {
   EXPECT_EQ(RedactUrl("http://u:p@ss@host/x"), "http://host/x");
   EXPECT_EQ(RedactUrl("http://host/a@b"), "http://host/a@b");
   EXPECT_EQ(RedactUrl("gopher://u:pw@host"), "gopher://host");
+  // A URL inside a URL (found by url_fuzz): its userinfo goes too.
+  EXPECT_EQ(RedactUrl("http://proxy/get?u=ftp://bob:hunter2@h/f"),
+            "http://proxy/get?u=ftp://h/f");
+  EXPECT_EQ(RedactUrl("ftp://a:b@h/pathftp://bob:hunter2@h2/f"),
+            "ftp://h/pathftp://h2/f");
 }
 
 TEST(RedactTest, SigningQueryValuesAreHidden) {

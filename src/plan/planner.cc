@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -31,10 +32,13 @@ Status Invalid(std::string_view key, std::string_view value,
                                  "' is invalid: " + std::string(valid));
 }
 
+// The shortest text that parses back to `v` (std::to_chars): ToString's
+// output must round-trip through Options::Parse.
 std::string FormatDouble(double v) {
-  std::ostringstream o;
-  o << v;
-  return o.str();
+  std::array<char, 64> buf{};
+  const auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);
+  if (ec != std::errc()) return "nan";
+  return std::string(buf.data(), end);
 }
 
 // A non-empty requested range: its offset and its index in the request.
@@ -424,10 +428,13 @@ Status PlannerOptions::Validate() const {
 std::string PlannerOptions::ToString() const {
   std::ostringstream o;
   o << "coalesce=" << (coalesce ? "true" : "false")
-    << ",coalesce-gap=" << coalesce_gap
-    << ",max-overread-ratio=" << FormatDouble(max_overread_ratio)
-    << ",max-merged-bytes=" << max_merged_bytes
-    << ",split-bytes=" << split_bytes;
+    << ",coalesce-gap=" << coalesce_gap << ",max-overread-ratio="
+    << (max_overread_ratio == kNoOverreadLimit
+            ? std::string("none")
+            : FormatDouble(max_overread_ratio))
+    << ",max-merged-bytes=" << max_merged_bytes << ",split-bytes="
+    << (split_bytes == kNoSplit ? std::string("none")
+                                : std::to_string(split_bytes));
   return o.str();
 }
 
