@@ -34,6 +34,7 @@ int RunBench(const std::vector<std::string>& scenarios,
                : s == "coalesce"  ? rangeio::bench::RunCoalesce(bo)
                : s == "local"     ? rangeio::bench::RunLocal(bo)
                : s == "http"      ? rangeio::bench::RunHttp(bo)
+               : s == "soak"      ? rangeio::bench::RunSoak(bo)
                                   : rangeio::bench::RunBlob(bo);
     if (!rep.ok()) return Fail("bench " + s, rep.status());
     rep->Print();
@@ -136,6 +137,11 @@ int Main(int argc, char** argv) {
         ->check(CLI::Range(1, 1000));
   }
   hot->add_option("--file", bo.file, "Test file (created if missing)");
+  CLI::App* soak = bench->add_subcommand(
+      "soak", "64 threads, faults, cancels and drops: no wrong byte, no leak");
+  soak->add_option("--seconds", bo.soak_seconds, "How long (default 600)")
+      ->check(CLI::Range(1, 86'400));
+  soak->add_option("--json", json_path, "Also write the figures as JSON");
 
   CLI11_PARSE(app, argc, argv);
 
@@ -156,6 +162,7 @@ int Main(int argc, char** argv) {
   if (local->parsed()) scenarios.push_back("local");
   if (http->parsed()) scenarios.push_back("http");
   if (blob->parsed()) scenarios.push_back("blob");
+  if (soak->parsed()) scenarios.push_back("soak");
   if (scenarios.empty()) {
     // The embedded-defaults run: every scenario that needs no servers.
     scenarios = {"straggler", "hot-cache", "coalesce", "local"};

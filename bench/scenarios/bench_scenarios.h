@@ -89,6 +89,7 @@ struct BenchOptions {
   // $RANGEIO_BENCH_HTTP_CAPACITY_URL.
   std::string url;
   std::string capacity_url;
+  int soak_seconds = 600;  // soak: how long it runs
 };
 
 // Each round runs `run(strategy index)` for every strategy, in an order that
@@ -106,5 +107,6 @@ Result<Report> RunCoalesce(const BenchOptions& options);
 Result<Report> RunLocal(const BenchOptions& options);
 Result<Report> RunHttp(const BenchOptions& options);
 Result<Report> RunBlob(const BenchOptions& options);
+Result<Report> RunSoak(const BenchOptions& options);
 
 }  // namespace rangeio::bench
