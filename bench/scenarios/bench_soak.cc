@@ -172,6 +172,7 @@ void Worker(int id, const std::vector<Reader>& readers,
   std::mt19937_64 rng(0x50a6 + static_cast<uint64_t>(id));
   std::vector<std::byte> want(kMaxRangeBytes);
   std::vector<Reader> mine;
+  mine.reserve(readers.size());
   for (const Reader& r : readers) mine.push_back(r.Clone());
   while (std::chrono::steady_clock::now() < until) {
     const size_t k = rng() % mine.size();
@@ -322,6 +323,7 @@ Result<Report> RunSoak(const BenchOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto until = t0 + std::chrono::seconds(seconds);
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back(Worker, i, std::cref(readers), std::cref(sizes), until,
                          &t, &first_unexpected, &noted);
