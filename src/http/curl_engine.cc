@@ -464,64 +464,12 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     Complete(t, Status(last.code(), std::move(msg)));
   }
 
-  // Why the current attempt of `t` has timed out at `now`; nullopt if not.
-  static std::optional<std::string> TimedOut(const Transfer& t, uint64_t now) {
-    const HttpOptions& o = t.target->options;
-    if (now >= t.deadline_ns) {
-      // A timeout like the others: AttemptEnded sees the deadline passed
-      // and fails the read with the error of the attempt before, which
-      // says why it was still retrying.
-      return "no complete answer within the deadline of " +
-             std::to_string(o.deadline.count()) + " ms";
-    }
-    if (!t.got_first_byte) {
-      curl_off_t sent_us = 0;  // 0 until the request has gone out
-      curl_easy_getinfo(t.easy, CURLINFO_PRETRANSFER_TIME_T, &sent_us);
-      const uint64_t sent = t.attempt_start_ns + sent_us * 1000;
-      if (sent_us > 0 && now > sent &&
-          now - sent > ToNanos(o.first_byte_timeout)) {
-        return "no answer within the " +
-               std::to_string(o.first_byte_timeout.count()) +
-               " ms first-byte timeout";
-      }
-      return std::nullopt;
-    }
-    if (now > t.last_progress_ns &&
-        now - t.last_progress_ns > ToNanos(o.stall_timeout)) {
-      return "the body stalled for " + std::to_string(o.stall_timeout.count()) +
-             " ms after " + std::to_string(t.response.received) + " of " +
-             std::to_string(t.range.length) + " bytes";
-    }
-    return TooSlow(t, now);
-  }
-
-  // The body's average speed since its first byte, once stall_timeout has
-  // passed, against HttpOptions::min_bytes_per_second.
-  static std::optional<std::string> TooSlow(const Transfer& t, uint64_t now) {
-    const HttpOptions& o = t.target->options;
-    const uint64_t window = ToNanos(o.stall_timeout);
-    if (o.min_bytes_per_second == 0 || now <= t.first_byte_ns ||
-        now - t.first_byte_ns < window) {
-      return std::nullopt;
-    }
-    const double seconds = static_cast<double>(now - t.first_byte_ns) / 1e9;
-    const double rate = static_cast<double>(t.response.received) / seconds;
-    if (rate >= static_cast<double>(o.min_bytes_per_second))
-      return std::nullopt;
-    return "the body came at " + std::to_string(static_cast<uint64_t>(rate)) +
-           " B/s over " + std::to_string(static_cast<uint64_t>(seconds * 1e3)) +
-           " ms, below min_bytes_per_second " +
-           std::to_string(o.min_bytes_per_second) + " (" +
-           std::to_string(t.response.received) + " of " +
-           std::to_string(t.range.length) + " bytes)";
-  }
-
   // Ends the attempts past their first-byte, stall or overall deadline.
   void Watchdog(uint64_t now) {
     std::vector<std::pair<Transfer*, std::string>> expired;
     for (const auto& owned : active_) {
       if (owned->waiting) continue;
-      if (auto why = TimedOut(*owned, now)) {
+      if (auto why = AttemptTimedOut(*owned, now)) {
         expired.emplace_back(owned.get(), std::move(*why));
       }
     }

@@ -4,8 +4,10 @@
 #include "http/transfer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -72,6 +74,30 @@ Status CheckVersion(const Transfer& t) {
     return Changed(t, "Last-Modified", pin.last_modified, r.last_modified);
   }
   return Status::OK();
+}
+
+uint64_t ToNanos(std::chrono::milliseconds ms) {
+  return static_cast<uint64_t>(ms.count()) * 1'000'000;
+}
+
+// The body's average speed since its first byte, once stall_timeout has
+// passed, against HttpOptions::min_bytes_per_second.
+std::optional<std::string> TooSlow(const Transfer& t, uint64_t now) {
+  const HttpOptions& o = t.target->options;
+  const uint64_t window = ToNanos(o.stall_timeout);
+  if (o.min_bytes_per_second == 0 || now <= t.first_byte_ns ||
+      now - t.first_byte_ns < window) {
+    return std::nullopt;
+  }
+  const double seconds = static_cast<double>(now - t.first_byte_ns) / 1e9;
+  const double rate = static_cast<double>(t.response.received) / seconds;
+  if (rate >= static_cast<double>(o.min_bytes_per_second)) return std::nullopt;
+  return "the body came at " + std::to_string(static_cast<uint64_t>(rate)) +
+         " B/s over " + std::to_string(static_cast<uint64_t>(seconds * 1e3)) +
+         " ms, below min_bytes_per_second " +
+         std::to_string(o.min_bytes_per_second) + " (" +
+         std::to_string(t.response.received) + " of " +
+         std::to_string(t.range.length) + " bytes)";
 }
 
 size_t OnHeader(char* data, size_t size, size_t n, void* user) {
@@ -189,6 +215,37 @@ Status ConfigureTransfer(Transfer& t) {
                             ": " + curl_easy_strerror(rc));
   }
   return Status::OK();
+}
+
+// Why the current attempt of `t` has timed out at `now`; nullopt if not.
+std::optional<std::string> AttemptTimedOut(const Transfer& t, uint64_t now) {
+  const HttpOptions& o = t.target->options;
+  if (now >= t.deadline_ns) {
+    // A timeout like the others: AttemptEnded sees the deadline passed
+    // and fails the read with the error of the attempt before, which
+    // says why it was still retrying.
+    return "no complete answer within the deadline of " +
+           std::to_string(o.deadline.count()) + " ms";
+  }
+  if (!t.got_first_byte) {
+    curl_off_t sent_us = 0;  // 0 until the request has gone out
+    curl_easy_getinfo(t.easy, CURLINFO_PRETRANSFER_TIME_T, &sent_us);
+    const uint64_t sent = t.attempt_start_ns + sent_us * 1000;
+    if (sent_us > 0 && now > sent &&
+        now - sent > ToNanos(o.first_byte_timeout)) {
+      return "no answer within the " +
+             std::to_string(o.first_byte_timeout.count()) +
+             " ms first-byte timeout";
+    }
+    return std::nullopt;
+  }
+  if (now > t.last_progress_ns &&
+      now - t.last_progress_ns > ToNanos(o.stall_timeout)) {
+    return "the body stalled for " + std::to_string(o.stall_timeout.count()) +
+           " ms after " + std::to_string(t.response.received) + " of " +
+           std::to_string(t.range.length) + " bytes";
+  }
+  return TooSlow(t, now);
 }
 
 Status ApplyVersionPin(Transfer& t) {

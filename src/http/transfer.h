@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "http/curl_engine.h"
@@ -65,6 +66,10 @@ struct Transfer {
 // Sets the options of `t.easy` that hold for every attempt of the read
 // (URL, range, callbacks, timeouts, TLS, and the dialect's signing).
 Status ConfigureTransfer(Transfer& t);
+
+// Why the current attempt of `t` has timed out at `now` (deadline, first
+// byte, stalled or too slow a body: the watchdog's checks); nullopt if not.
+std::optional<std::string> AttemptTimedOut(const Transfer& t, uint64_t now);
 
 // Before each attempt: the request carries the source's version pin, if it
 // has one (HttpTarget::VersionPin).
