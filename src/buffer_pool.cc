@@ -1,5 +1,7 @@
 #include "buffer_pool.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -284,6 +286,34 @@ std::shared_ptr<std::byte> AllocatePooledBuffer(size_t size) {
   }
   return std::shared_ptr<std::byte>(e.data, NoDelete(),
                                     BufferAllocator<std::byte>(e, c));
+}
+
+uint64_t MaxBufferBytes() {
+  static const uint64_t max = [] {
+    const long pages = ::sysconf(_SC_PHYS_PAGES);
+    const long page = ::sysconf(_SC_PAGESIZE);
+    constexpr uint64_t kPtrdiffMax = PTRDIFF_MAX;
+    if (pages <= 0 || page <= 0) return kPtrdiffMax;
+    return std::min(kPtrdiffMax,
+                    static_cast<uint64_t>(pages) * static_cast<uint64_t>(page));
+  }();
+  return max;
+}
+
+Result<Slice> TryAllocateSlice(uint64_t size, std::byte** writable,
+                               const std::string& what) {
+  const auto refused = [&] {
+    return Status::ResourceExhausted(
+        what + ": cannot allocate a buffer of " + std::to_string(size) +
+        " bytes (this machine's memory is " + std::to_string(MaxBufferBytes()) +
+        " bytes)");
+  };
+  if (size > MaxBufferBytes()) return refused();
+  try {
+    return Slice::Allocate(static_cast<size_t>(size), writable);
+  } catch (const std::bad_alloc&) {
+    return refused();
+  }
 }
 
 size_t PooledIdleBytes() { return Pool().IdleBytes(); }

@@ -45,6 +45,10 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
+
+#include "rangeio/slice.h"
+#include "rangeio/status.h"
 
 namespace rangeio::detail {
 
@@ -83,6 +87,16 @@ constexpr size_t PooledIdleCapBytes(size_t c) {
 // bytes are uninitialised. Destroying the last copy of the owner returns the
 // buffer to the pool (or frees it). Aborts like operator new on exhaustion.
 std::shared_ptr<std::byte> AllocatePooledBuffer(size_t size);
+
+// The largest buffer worth trying to allocate: the machine's physical
+// memory (and never more than PTRDIFF_MAX).
+uint64_t MaxBufferBytes();
+
+// Slice::Allocate that reports failure instead of throwing: ResourceExhausted
+// naming `what` and the size when `size` exceeds MaxBufferBytes() or the
+// allocator refuses it. For buffers whose size a peer or a caller chose.
+Result<Slice> TryAllocateSlice(uint64_t size, std::byte** writable,
+                               const std::string& what);
 
 // Idle buffers currently held by the pool's shared stacks, in bytes (for
 // tests and stats); thread caches are not included.

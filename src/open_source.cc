@@ -11,6 +11,7 @@
 
 #include "rangeio/http.h"
 #include "rangeio/source.h"
+#include "redact.h"
 
 namespace rangeio {
 namespace {
@@ -54,11 +55,11 @@ Result<std::string> PercentDecode(std::string_view path, std::string_view url) {
     const int lo = hi >= 0 ? HexValue(path[i + 2]) : -1;
     if (lo < 0) {
       return Status::InvalidArgument(
-          "URL '" + std::string(url) + "' has a bad escape at '" +
+          "URL '" + detail::RedactUrl(url) + "' has a bad escape at '" +
           std::string(path.substr(i, 3)) + "': want %XX with two hex digits");
     }
     if (hi == 0 && lo == 0) {
-      return Status::InvalidArgument("URL '" + std::string(url) +
+      return Status::InvalidArgument("URL '" + detail::RedactUrl(url) +
                                      "' decodes to a path with a NUL byte");
     }
     out += static_cast<char>(hi * 16 + lo);
@@ -69,7 +70,7 @@ Result<std::string> PercentDecode(std::string_view path, std::string_view url) {
 
 // The local path a file URL names. `rest` is what follows "file:".
 Result<std::string> FilePath(std::string_view rest, std::string_view url) {
-  const std::string u(url);
+  const std::string u = detail::RedactUrl(url);
   if (rest.find_first_of("?#") != std::string_view::npos) {
     return Status::InvalidArgument(
         "file URL '" + u +
@@ -93,19 +94,6 @@ Result<std::string> FilePath(std::string_view rest, std::string_view url) {
     return Status::InvalidArgument("file URL '" + u + "' has no path");
   }
   return PercentDecode(path, url);
-}
-
-// `url` without a user:password@ before its host, for error messages.
-std::string WithoutUserinfo(std::string_view url) {
-  const size_t start = url.find("://");
-  if (start == std::string_view::npos) return std::string(url);
-  const size_t host = start + 3;
-  const size_t end = url.find_first_of("/?#", host);
-  const std::string_view authority = url.substr(host, end - host);
-  const size_t at = authority.rfind('@');
-  if (at == std::string_view::npos) return std::string(url);
-  return std::string(url.substr(0, host)) + "***@" +
-         std::string(url.substr(host + at + 1));
 }
 
 Result<std::shared_ptr<Source>> OpenS3(std::string_view rest,
@@ -149,7 +137,7 @@ Result<std::shared_ptr<Source>> OpenSource(std::string_view url_or_path,
   if (!is_file_scheme) {
     return Status::InvalidArgument(
         "unsupported scheme '" + std::string(scheme) + "' in '" +
-        WithoutUserinfo(url_or_path) +
+        detail::RedactUrl(url_or_path) +
         "': supported are s3://, http://, https://, file:// and plain paths");
   }
   RANGEIO_ASSIGN_OR_RETURN(std::string path, FilePath(rest, url_or_path));

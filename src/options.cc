@@ -6,11 +6,13 @@
 #include <string>
 
 #include "parse_text.h"
+#include "redact.h"
 
 namespace rangeio {
 namespace {
 
 using detail::ParseBytes;
+using detail::ForeignText;
 using detail::ParseU64;
 
 constexpr uint32_t kMaxIoConcurrency = 4096;
@@ -25,8 +27,10 @@ constexpr const char* kKeys =
 
 Status Invalid(std::string_view key, std::string_view value,
                std::string_view valid) {
-  return Status::InvalidArgument("option " + std::string(key) + "='" +
-                                 std::string(value) +
+  // Keys and values come from a config or a command line: escaped and
+  // bounded (redact.h), so that a stray newline cannot forge a log line.
+  return Status::InvalidArgument("option " + ForeignText(key) + "='" +
+                                 ForeignText(value) +
                                  "' is invalid: " + std::string(valid));
 }
 
@@ -163,7 +167,7 @@ Result<Options> Options::Parse(const std::map<std::string, std::string>& kv) {
           kMaxStallTimeoutMs, " ms", &n));
       o.response_stall_timeout = std::chrono::milliseconds(n);
     } else {
-      return Status::InvalidArgument("unknown option '" + key +
+      return Status::InvalidArgument("unknown option '" + ForeignText(key) +
                                      "' (known: " + kKeys + ")");
     }
   }
@@ -180,13 +184,13 @@ Result<Options> Options::Parse(std::string_view text) {
     if (item.empty()) continue;
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos || eq == 0) {
-      return Status::InvalidArgument("option '" + std::string(item) +
+      return Status::InvalidArgument("option '" + ForeignText(item) +
                                      "' is not key=value");
     }
     auto [it, inserted] = kv.emplace(std::string(item.substr(0, eq)),
                                      std::string(item.substr(eq + 1)));
     if (!inserted) {
-      return Status::InvalidArgument("option " + it->first +
+      return Status::InvalidArgument("option " + ForeignText(it->first) +
                                      " is given more than once");
     }
   }

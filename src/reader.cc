@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "buffer_pool.h"
 #include "limiter_core.h"
 #include "rangeio/local_file.h"
 #include "rangeio/planner.h"
@@ -104,11 +105,22 @@ Result<RangeStream> ReadRangesScheduled(const Reader& reader,
 
 namespace {
 
-// Every range lies within the source (of `size` bytes) and its end fits in
-// 64 bits.
+// Every range lies within the source (of `size` bytes), its end fits in
+// 64 bits, and it fits in memory: a range is read into one buffer, so one
+// longer than the machine's memory (a hostile server's size, a wrong size
+// hint) could only end in an allocation failure.
 Status CheckRanges(std::span<const ByteRange> ranges, uint64_t size,
                    const std::string& name) {
+  const uint64_t max_bytes = MaxBufferBytes();
   for (size_t i = 0; i < ranges.size(); ++i) {
+    if (ranges[i].length > max_bytes) {
+      return Status::ResourceExhausted(
+          "range " + std::to_string(i) + " of '" + name + "' " +
+          ranges[i].ToString() + " is " + std::to_string(ranges[i].length) +
+          " bytes, more than one buffer can hold on this machine (" +
+          std::to_string(max_bytes) +
+          " bytes, its physical memory): split it into smaller ranges");
+    }
     if (ranges[i].length > UINT64_MAX - ranges[i].offset) {
       return Status::InvalidArgument(
           "range " + std::to_string(i) + " of '" + name + "': offset " +

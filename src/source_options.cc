@@ -104,6 +104,9 @@ Status SetHttp(std::string_view key, std::string_view value, HttpOptions* h) {
     h->max_connections = static_cast<uint32_t>(n);
     return Status::OK();
   }
+  if (key == "min-bytes-per-second") {
+    return SetCount(key, value, 0, uint64_t{1} << 40, &h->min_bytes_per_second);
+  }
   if (key == "verify-tls") return SetBool(key, value, &h->verify_tls);
   if (key == "ca-file") return SetText(key, value, &h->ca_file);
   // key == "size-hint"
@@ -161,7 +164,8 @@ Status SetLocal(std::string_view key, std::string_view value,
   return Status::OK();
 }
 
-constexpr std::array<std::string_view, 11> kHttpKeys = {"connect-timeout-ms",
+constexpr std::array<std::string_view, 12> kHttpKeys = {"min-bytes-per-second",
+                                                        "connect-timeout-ms",
                                                         "first-byte-timeout-ms",
                                                         "stall-timeout-ms",
                                                         "retry-base-backoff-ms",

@@ -323,6 +323,21 @@ TEST(HttpServerTest, TlsIsVerifiedByDefaultAndHttp2IsUsedWhereOffered) {
   }
 }
 
+// Issue 16, point 8: https never follows a redirect down to plain http
+// (the data would travel unprotected).
+TEST(HttpServerTest, HttpsNeverFollowsARedirectToHttp) {
+  RANGEIO_NEED_SERVERS(s);
+  HttpOptions o = FastOptions();
+  o.ca_file = s.tls_ca;
+  o.max_attempts = 1;
+  auto src = OpenHttpSource(s.nginx_tls + "/redirect-to-http", o);
+  ASSERT_TRUE(src.ok());
+  auto size = (*src)->Size();
+  ASSERT_FALSE(size.ok()) << "followed the redirect: size " << *size;
+  EXPECT_EQ(size.status().code(), StatusCode::kIoError);
+  EXPECT_THAT(size.status().message(), HasSubstr("redirect-to-http"));
+}
+
 TEST(HttpNoServerTest, ServerDownIsAClearConnectionErrorWithinTheDeadline) {
   HttpOptions o = FastOptions();
   o.max_attempts = 4;

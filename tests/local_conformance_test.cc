@@ -354,6 +354,19 @@ TEST_P(LocalConformanceTest, DirectoryIsInvalidArgumentNamingThePath) {
   EXPECT_THAT(source.status().message(), HasSubstr("not a regular file"));
 }
 
+// Bug 4: a FIFO is refused at once, not waited on in open() (which blocks
+// until a writer comes).
+TEST_P(LocalConformanceTest, FifoIsRefusedWithoutBlocking) {
+  const std::string path = dir_ + "/fifo";
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  auto source = OpenLocalFile(path, FileOptions());
+  ASSERT_FALSE(source.ok());
+  EXPECT_EQ(source.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(source.status().message(), HasSubstr(path));
+  EXPECT_THAT(source.status().message(), HasSubstr("not a regular file"));
+  ::unlink(path.c_str());
+}
+
 TEST_P(LocalConformanceTest, UnreadableFileIsPermissionDenied) {
   if (::geteuid() == 0) GTEST_SKIP() << "root reads any file";
   std::string path = WriteFile("secret.bin", 10);

@@ -197,6 +197,7 @@ TEST(SourceOptionsTest, EveryKeySetsItsField) {
       {"connect-timeout-ms", "1500"},
       {"first-byte-timeout-ms", "2500"},
       {"stall-timeout-ms", "3500"},
+      {"min-bytes-per-second", "0"},
       {"retry-base-backoff-ms", "10"},
       {"retry-max-backoff-ms", "900"},
       {"deadline-ms", "45000"},
@@ -227,6 +228,7 @@ TEST(SourceOptionsTest, EveryKeySetsItsField) {
   EXPECT_EQ(o.http.connect_timeout.count(), 1500);
   EXPECT_EQ(o.http.first_byte_timeout.count(), 2500);
   EXPECT_EQ(o.http.stall_timeout.count(), 3500);
+  EXPECT_EQ(o.http.min_bytes_per_second, 0u);
   EXPECT_EQ(o.http.retry_base_backoff.count(), 10);
   EXPECT_EQ(o.http.retry_max_backoff.count(), 900);
   EXPECT_EQ(o.http.deadline.count(), 45000);
@@ -254,12 +256,12 @@ TEST(SourceOptionsTest, EveryKeySetsItsField) {
 TEST(SourceOptionsTest, BadValuesNameTheKeyButNeverACredential) {
   const std::pair<const char*, const char*> bad[] = {
       {"connect-timeout-ms", "0"}, {"connect-timeout-ms", "1s"},
-      {"deadline-ms", "86400001"}, {"max-attempts", "101"},
-      {"max-connections", "-1"},   {"verify-tls", "yes"},
-      {"size-hint", "12XB"},       {"addressing", "vhost"},
-      {"local-engine", "aio"},     {"local-threads", "0"},
-      {"hit-threads", "4097"},     {"region", "eu\nwest"},
-      {"anonymous", "1"},
+      {"deadline-ms", "86400001"}, {"min-bytes-per-second", "2TiB"},
+      {"max-attempts", "101"},     {"max-connections", "-1"},
+      {"verify-tls", "yes"},       {"size-hint", "12XB"},
+      {"addressing", "vhost"},     {"local-engine", "aio"},
+      {"local-threads", "0"},      {"hit-threads", "4097"},
+      {"region", "eu\nwest"},      {"anonymous", "1"},
   };
   for (const auto& [k, v] : bad) {
     SourceOptions o;

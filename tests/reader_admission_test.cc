@@ -6,7 +6,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -300,6 +303,99 @@ TEST(ReaderTest, ConsumerHoldingBytesBudgetGetsResourceExhausted) {
   EXPECT_EQ(out.slices.size(), 3u);
   EXPECT_EQ(out.bad_bytes, 0u);
   EXPECT_LE(reader.limiter()->GetStats().peak_retained_bytes, 300u);
+}
+
+// One thread drains many streams of one limiter one after the other: every
+// stream ends (data or ResourceExhausted after the stall timeout), none hangs.
+// Bug 1: a consumer that starts waiting while another stream's read is in
+// flight (so nothing is stalled yet) must still notice when that read
+// completes into the budget and nothing is left in flight: only consumers
+// can free the budget then, and Next() fails with ResourceExhausted after
+// the stall timeout rather than waiting forever.
+TEST(ReaderTest, StallThatBeginsWhileWaitingStillTimesOut) {
+  auto gate = GatedSource::Make("gate", 1 << 20);
+  Options o = LimitOptions(2, 2);
+  o.response_stall_timeout = milliseconds(200);
+  Reader reader = OpenReader(gate, o);
+  const std::vector<ByteRange> one = {{0, 10}};
+  auto x = reader.ReadRanges(one);  // in flight while the consumer waits
+  ASSERT_TRUE(x.ok());
+  ASSERT_TRUE(gate->WaitForOutstanding(1));
+  auto b = reader.ReadRanges(one);  // completes into the budget
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(gate->WaitForOutstanding(2));
+  ASSERT_TRUE(gate->ReleaseNewest());
+  auto a = reader.ReadRanges(one);  // waits for admission: budget is full
+  ASSERT_TRUE(a.ok());
+  std::atomic<bool> done{false};
+  Status got;
+  testing::ScopedThread consumer([&] {
+    auto next = a->Next();
+    got = next.ok() ? Status::OK() : next.status();
+    done = true;
+  });
+  testing::GiveThreadsAChance(milliseconds(50));  // the consumer sleeps
+  ASSERT_EQ(gate->ReleaseOldest(), 1u);  // x's read: now nothing in flight
+  const bool ended =
+      testing::WaitUntil([&] { return done.load(); }, milliseconds(5000));
+  if (!ended) {  // free the budget, so that the consumer can finish
+    gate->SetMode(GatedSource::Mode::kPassInline);
+    x->Cancel();
+    b->Cancel();
+  }
+  consumer.join();
+  ASSERT_TRUE(ended) << "Next() did not return within 25 stall timeouts";
+  EXPECT_EQ(got.code(), StatusCode::kResourceExhausted) << got.ToString();
+}
+
+class ManyStreamsTest : public ::testing::TestWithParam<const char*> {};
+
+INSTANTIATE_TEST_SUITE_P(Sources, ManyStreamsTest,
+                         ::testing::Values("memory", "local"));
+
+TEST_P(ManyStreamsTest, OneThreadDrainingManyStreamsInTurnNeverHangs) {
+  testing::ScratchDir dir;
+  std::shared_ptr<Source> source =
+      MakeMemorySource("mem", testing::PatternBuffer(1 << 20));
+  if (std::string(GetParam()) == "local") {
+    auto file = OpenLocalFile(dir.WriteFile("f.bin", 1 << 20));
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    source = *file;
+  }
+  Options o = LimitOptions(4, 128);
+  o.response_stall_timeout = milliseconds(200);
+  Reader reader = OpenReader(source, o);
+  const auto ranges = SpreadRanges(8, 100, 1000);
+  std::vector<RangeStream> streams;
+  for (int i = 0; i < 150; ++i) {
+    auto s = reader.ReadRanges(ranges, Delivery::kOrdered);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    streams.push_back(std::move(*s));
+  }
+  std::atomic<size_t> ok{0};
+  std::atomic<size_t> exhausted{0};
+  testing::ScopedThread drainer([&] {
+    for (RangeStream& s : streams) {
+      auto out = testing::Drain(s, ranges, testing::PatternByteAt);
+      EXPECT_EQ(out.bad_bytes, 0u);
+      if (out.status.ok()) {
+        ++ok;
+      } else {
+        EXPECT_EQ(out.status.code(), StatusCode::kResourceExhausted)
+            << out.status.ToString();
+        ++exhausted;
+      }
+    }
+  });
+  if (!testing::WaitUntil([&] { return ok + exhausted == 150; },
+                          milliseconds(60'000))) {
+    std::fprintf(stderr, "hang: %zu streams ended with data, %zu exhausted\n",
+                 ok.load(), exhausted.load());
+    std::abort();  // the drainer would never join
+  }
+  drainer.join();
+  streams.clear();
+  ExpectLimiterDrains(*reader.limiter());
 }
 
 // A read larger than the whole byte budget is admitted alone (no deadlock),

@@ -6,6 +6,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -238,6 +239,57 @@ TEST(S3ErrorBodyTest, ExtractsCodeMessageAndSizeTolerantly) {
   EXPECT_EQ(r.actual_object_size, "0");
   EXPECT_EQ(ParseS3ErrorBody("not xml").code, "");
   EXPECT_EQ(ParseS3ErrorBody("<Code>unterminated").code, "");
+}
+
+// Weakness 10: a <Message> whose entities decode to a newline or an escape
+// sequence, or that runs for megabytes, is escaped and bounded in errors.
+TEST(S3DialectTest, ServerTextInErrorsIsEscapedAndBounded) {
+  S3Dialect anonymous("us-east-1", nullptr);
+  ASSERT_TRUE(anonymous.Init().ok());
+  const ErrorDetail d = anonymous.ReadErrorBody(
+      "<Error><Code>Bad&#10;Code</Code><Message>line&#10;Forged: "
+      "yes&#27;[31m" +
+      std::string(10'000, 'm') + "</Message></Error>");
+  EXPECT_THAT(d.text, Not(HasSubstr("\n")));
+  EXPECT_EQ(d.text.find('\n'), std::string::npos);
+  EXPECT_EQ(d.text.find('\x1b'), std::string::npos);
+  EXPECT_THAT(d.text, HasSubstr("line\\x0aForged: yes\\x1b[31m"));
+  EXPECT_THAT(d.text, HasSubstr("Bad\\x0aCode"));
+  EXPECT_LT(d.text.size(), 1000u);
+}
+
+// Bug 4: a FIFO as the credentials file is refused at once, never waited on
+// (open() of a FIFO for reading blocks until a writer comes).
+TEST(S3ResolveTest, CredentialsFileThatIsAFifoIsRefusedWithoutBlocking) {
+  const std::string fifo =
+      ::testing::TempDir() + "rangeio_creds_fifo_" + std::to_string(::getpid());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto c = ResolveS3Credentials(
+      {},
+      FakeEnv({{"AWS_SHARED_CREDENTIALS_FILE", fifo}, {"AWS_PROFILE", "p"}}));
+  std::remove(fifo.c_str());
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("not a regular file"));
+  EXPECT_THAT(c.status().message(), HasSubstr(fifo));
+}
+
+// Weakness 9: CR/LF in any credential, from any source, is refused (it
+// would become a header of the value's choosing).
+TEST(S3ResolveTest, ControlCharactersInCredentialsAreRefusedUnshown) {
+  auto env = ResolveS3Credentials(
+      {}, FakeEnv({{"AWS_ACCESS_KEY_ID", "AKID"},
+                   {"AWS_SECRET_ACCESS_KEY", "secret"},
+                   {"AWS_SESSION_TOKEN", "tok\r\nX-Evil: 1"}}));
+  ASSERT_FALSE(env.ok());
+  EXPECT_EQ(env.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(env.status().message(), HasSubstr("session token"));
+  EXPECT_THAT(env.status().message(), HasSubstr("environment"));
+  EXPECT_THAT(env.status().message(), Not(HasSubstr("X-Evil")));
+  auto id =
+      ResolveS3Credentials({}, FakeEnv({{"AWS_ACCESS_KEY_ID", "AK\nID"},
+                                        {"AWS_SECRET_ACCESS_KEY", "secret"}}));
+  ASSERT_FALSE(id.ok());
+  EXPECT_THAT(id.status().message(), HasSubstr("access key id"));
 }
 
 TEST(S3DialectTest, ErrorCodesOverrideTheHttpStatusWhereTheyMeanMore) {

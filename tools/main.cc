@@ -33,6 +33,7 @@ int RunBench(const std::vector<std::string>& scenarios,
                : s == "coalesce"  ? rangeio::bench::RunCoalesce(bo)
                : s == "local"     ? rangeio::bench::RunLocal(bo)
                : s == "http"      ? rangeio::bench::RunHttp(bo)
+               : s == "soak"      ? rangeio::bench::RunSoak(bo)
                                   : rangeio::bench::RunBlob(bo);
     rangeio::bench::Progress::Get().Done();
     if (!rep.ok()) return Fail("bench " + s, rep.status());
@@ -191,6 +192,11 @@ int Main(int argc, char** argv) {
         ->check(CLI::Range(1, 1000));
   }
   hot->add_option("--file", bo.file, "Test file (created if missing)");
+  CLI::App* soak = bench->add_subcommand(
+      "soak", "64 threads, faults, cancels and drops: no wrong byte, no leak");
+  soak->add_option("--seconds", bo.soak_seconds, "How long (default 600)")
+      ->check(CLI::Range(1, 86'400));
+  soak->add_option("--json", json_path, "Also write the figures as JSON");
 
   CLI11_PARSE(app, argc, argv);
 
@@ -210,6 +216,7 @@ int Main(int argc, char** argv) {
   if (local->parsed()) scenarios.push_back("local");
   if (http->parsed()) scenarios.push_back("http");
   if (blob->parsed()) scenarios.push_back("blob");
+  if (soak->parsed()) scenarios.push_back("soak");
   if (url->parsed()) {
     auto b = rangeio::bench::ParseByteSize("--block", block);
     if (!b.ok()) return Fail("bench url", b.status());

@@ -31,6 +31,7 @@
 #include "direct_curl.h"
 #include "progress.h"
 #include "rangeio/rangeio.h"
+#include "redact.h"
 
 namespace rangeio::bench {
 namespace {
@@ -182,7 +183,7 @@ Result<Report> RunHttp(const BenchOptions& options) {
   RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> probe, object.Open({}));
   RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, probe->Size());
   if (size < 2 * kStride) {
-    return Status::InvalidArgument("bench http: '" + url + "' has " +
+    return Status::InvalidArgument("bench http: '" + probe->name() + "' has " +
                                    std::to_string(size) +
                                    " bytes; it needs at least 2 MiB");
   }
@@ -190,7 +191,8 @@ Result<Report> RunHttp(const BenchOptions& options) {
 
   Report rep;
   rep.scenario = "http";
-  rep.config = {{"url", url},
+  // The source's name: the URL without user:password or signing values.
+  rep.config = {{"url", probe->name()},
                 {"object_bytes", size},
                 {"reads", kReads},
                 {"range_bytes", kRangeBytes},
@@ -198,7 +200,9 @@ Result<Report> RunHttp(const BenchOptions& options) {
                 {"delivery", "as-completed"},
                 {"size_hint", true},
                 {"rounds", options.rounds}};
-  if (!capacity_url.empty()) rep.config["capacity_url"] = capacity_url;
+  if (!capacity_url.empty()) {
+    rep.config["capacity_url"] = detail::RedactUrl(capacity_url);
+  }
   struct Strategy {
     const char* name;
     const BenchObject* object;

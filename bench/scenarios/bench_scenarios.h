@@ -94,6 +94,7 @@ struct BenchOptions {
   // $RANGEIO_BENCH_HTTP_CAPACITY_URL.
   std::string url;
   std::string capacity_url;
+  int soak_seconds = 600;  // soak: how long it runs
 };
 
 // bench url: ranged reads of any object OpenSource opens.
@@ -127,6 +128,7 @@ Result<Report> RunCoalesce(const BenchOptions& options);
 Result<Report> RunLocal(const BenchOptions& options);
 Result<Report> RunHttp(const BenchOptions& options);
 Result<Report> RunBlob(const BenchOptions& options);
+Result<Report> RunSoak(const BenchOptions& options);
 Result<Report> RunUrl(const UrlBenchOptions& options);
 
 // "100KiB", "1M", "4096" (binary suffixes K, KiB, M, MiB, G, GiB) for the

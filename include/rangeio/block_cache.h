@@ -90,8 +90,10 @@ class BlockCache {
 };
 
 // `inner` read through `cache`. Sources with the same `identity` share
-// cache entries (it defaults to inner->name(): the path or URL); give
-// distinct identities to distinct objects that share a name. Fails when
+// cache entries (it defaults to inner->CacheIdentity(): the path, or the
+// URL with the endpoint and a hash of the credentials, so that a reader
+// with other credentials or another endpoint never gets these bytes); give
+// distinct identities to distinct objects that share one. Fails when
 // inner's size cannot be found.
 Result<std::shared_ptr<Source>> MakeCachedSource(
     std::shared_ptr<Source> inner, std::shared_ptr<BlockCache> cache,

@@ -64,6 +64,12 @@ struct HttpOptions {
   // 5 s: at the 80-90 MB/s that S3 gives one connection, 5 s of silence is
   // never congestion; it is a dead peer or a stuck proxy.
   std::chrono::milliseconds stall_timeout{5'000};
+  // Slowest body accepted, averaged from its first byte once stall_timeout
+  // has passed (0: no limit): a body that trickles (a byte a second is no
+  // stall) would otherwise hold its permit until the deadline. 1024 B/s: a
+  // thousandth of the slowest link worth reading ranges over (1 MB/s), so
+  // only a trickling peer or a broken proxy falls below it. Valid 0..2^40.
+  uint64_t min_bytes_per_second = 1024;
 
   // Attempts per read, the first included (1 = never retry). 5: the AWS
   // SDKs' "standard" retry mode makes 3 attempts and boto's legacy mode 5;

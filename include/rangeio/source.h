@@ -75,6 +75,12 @@ class Source {
   // What errors call this source: a path, a URL, a name given by the user.
   virtual const std::string& name() const = 0;
 
+  // Which bytes this source reads, for a cache to key them by: equal only
+  // for sources that must give the same bytes. name() leaves out what
+  // errors must not show (an S3 source's endpoint and credentials), so
+  // remote sources add them here, the secrets only as a hash. Never shown.
+  virtual std::string CacheIdentity() const { return name(); }
+
   // Size in bytes. May do I/O the first time (a stat, a request); cached.
   virtual Result<uint64_t> Size() = 0;
 
@@ -122,6 +128,14 @@ class Source {
     (void)max_reads;
     return 0;
   }
+
+  // Asks the source to end early the reads it still runs for `sink` (a
+  // stream that was cancelled): each still completes exactly once, with
+  // Cancelled or with its result if it was done. Remote sources abort the
+  // transfer, so that its permit, buffer and connection come back at once
+  // rather than after its timeouts. The default does nothing: a local read
+  // ends soon anyway.
+  virtual void CancelReads(ReadSink* /*sink*/) {}
 
   // One line for people and logs: which backend serves this source, how it
   // is set up, and why when it is not the one that was asked for (e.g.

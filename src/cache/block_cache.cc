@@ -308,6 +308,7 @@ class CachedSource final : public Source {
         o_(cache_->options()) {}
 
   const std::string& name() const override { return inner_->name(); }
+  std::string CacheIdentity() const override { return inner_->CacheIdentity(); }
   Result<uint64_t> Size() override { return size_; }
   PlannerOptions DefaultPlannerOptions() const override {
     return inner_->DefaultPlannerOptions();
@@ -429,7 +430,7 @@ Result<std::shared_ptr<Source>> MakeCachedSource(
   if (!cache) return Status::InvalidArgument("MakeCachedSource: cache is null");
   RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, inner->Size());
   auto impl = std::static_pointer_cast<BlockCacheImpl>(std::move(cache));
-  if (identity.empty()) identity = inner->name();
+  if (identity.empty()) identity = inner->CacheIdentity();
   const uint64_t id = impl->Intern(std::move(identity));
   return std::shared_ptr<Source>(std::make_shared<CachedSource>(
       std::move(inner), std::move(impl), id, size));

@@ -115,6 +115,14 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     WakeLoop();
   }
 
+  void Cancel(const ReadSink* sink) EXCLUDES(mu_) {
+    {
+      MutexLock lk(mu_);
+      cancels_.push_back(sink);
+    }
+    WakeLoop();
+  }
+
   void Submit(std::unique_ptr<Transfer> t) EXCLUDES(mu_) {
     bool wake;
     {
@@ -145,12 +153,18 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     std::vector<epoll_event> events(kMaxEvents);
     for (;;) {
       std::vector<std::unique_ptr<Transfer>> incoming;
+      std::vector<const ReadSink*> cancels;
       {
         MutexLock lk(mu_);
         incoming.swap(incoming_);
+        cancels.swap(cancels_);
         if (config_dirty_) ApplyConfigLocked();
         if (stop_ && incoming.empty() && active_.empty()) return;
       }
+      // Cancels first: they are for reads submitted before them, and a
+      // sink's address may already belong to a new stream's reads that
+      // are among `incoming`.
+      if (!cancels.empty()) CancelTransfers(cancels);
       uint64_t now = NowNanos();
       for (auto& t : incoming) Start(std::move(t), now);
       RunDueTimer();
@@ -312,6 +326,9 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     }
     t->ResetAttempt(now);
     ++t->attempt;
+    if (Status st = ApplyVersionPin(*t); !st.ok()) {
+      return Complete(t, std::move(st));
+    }
     const uint64_t left_ms = (t->deadline_ns - now) / kNanosPerMs + 1;
     curl_easy_setopt(t->easy, CURLOPT_TIMEOUT_MS, static_cast<long>(left_ms));
     const CURLMcode mc = curl_multi_add_handle(multi_, t->easy);
@@ -408,6 +425,32 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     retry_heap_.push({now + wait, t});
   }
 
+  // Ends every active transfer of the given sinks with Cancelled: in flight
+  // (removed from the multi handle, which closes a connection mid-answer)
+  // or waiting to retry (taken out of the retry heap).
+  void CancelTransfers(const std::vector<const ReadSink*>& sinks) {
+    std::vector<Transfer*> doomed;
+    for (const auto& owned : active_) {
+      if (std::find(sinks.begin(), sinks.end(), owned->sink) != sinks.end()) {
+        doomed.push_back(owned.get());
+      }
+    }
+    if (doomed.empty()) return;
+    std::vector<Wake> keep;
+    while (!retry_heap_.empty()) {
+      const Wake w = retry_heap_.top();
+      retry_heap_.pop();
+      if (std::find(doomed.begin(), doomed.end(), w.t) == doomed.end()) {
+        keep.push_back(w);
+      }
+    }
+    for (const Wake& w : keep) retry_heap_.push(w);
+    for (Transfer* t : doomed) {
+      if (!t->waiting) curl_multi_remove_handle(multi_, t->easy);
+      Complete(t, Status::Cancelled(t->What() + ": cancelled"));
+    }
+  }
+
   // Completes `t` with the last attempt's error and how the retries went.
   // When the deadline cut the last attempt short, its error says little
   // ("timed out"): the one before it says why the read was still retrying.
@@ -421,43 +464,12 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     Complete(t, Status(last.code(), std::move(msg)));
   }
 
-  // Why the current attempt of `t` has timed out at `now`; nullopt if not.
-  static std::optional<std::string> TimedOut(const Transfer& t, uint64_t now) {
-    const HttpOptions& o = t.target->options;
-    if (now >= t.deadline_ns) {
-      // A timeout like the others: AttemptEnded sees the deadline passed
-      // and fails the read with the error of the attempt before, which
-      // says why it was still retrying.
-      return "no complete answer within the deadline of " +
-             std::to_string(o.deadline.count()) + " ms";
-    }
-    if (!t.got_first_byte) {
-      curl_off_t sent_us = 0;  // 0 until the request has gone out
-      curl_easy_getinfo(t.easy, CURLINFO_PRETRANSFER_TIME_T, &sent_us);
-      const uint64_t sent = t.attempt_start_ns + sent_us * 1000;
-      if (sent_us > 0 && now > sent &&
-          now - sent > ToNanos(o.first_byte_timeout)) {
-        return "no answer within the " +
-               std::to_string(o.first_byte_timeout.count()) +
-               " ms first-byte timeout";
-      }
-      return std::nullopt;
-    }
-    if (now > t.last_progress_ns &&
-        now - t.last_progress_ns > ToNanos(o.stall_timeout)) {
-      return "the body stalled for " + std::to_string(o.stall_timeout.count()) +
-             " ms after " + std::to_string(t.response.received) + " of " +
-             std::to_string(t.range.length) + " bytes";
-    }
-    return std::nullopt;
-  }
-
   // Ends the attempts past their first-byte, stall or overall deadline.
   void Watchdog(uint64_t now) {
     std::vector<std::pair<Transfer*, std::string>> expired;
     for (const auto& owned : active_) {
       if (owned->waiting) continue;
-      if (auto why = TimedOut(*owned, now)) {
+      if (auto why = AttemptTimedOut(*owned, now)) {
         expired.emplace_back(owned.get(), std::move(*why));
       }
     }
@@ -524,6 +536,7 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
 
   Mutex mu_;
   std::vector<std::unique_ptr<Transfer>> incoming_ GUARDED_BY(mu_);
+  std::vector<const ReadSink*> cancels_ GUARDED_BY(mu_);
   std::multiset<uint32_t> pools_ GUARDED_BY(mu_);
   bool config_dirty_ GUARDED_BY(mu_) = false;
   bool stop_ GUARDED_BY(mu_) = false;
@@ -570,6 +583,8 @@ void CurlEngine::Unregister(uint32_t max_connections) {
 }
 
 bool CurlEngine::OnLoopThread() const { return core_->OnLoopThread(); }
+
+void CurlEngine::Cancel(const ReadSink* sink) { core_->Cancel(sink); }
 
 void CurlEngine::Submit(std::shared_ptr<HttpTarget> target, ByteRange range,
                         Slice buffer, std::byte* dst, ReadSink* sink,

@@ -64,6 +64,8 @@ struct HttpTarget {
 
   std::string url;   // what is sent (percent-encoded; may hold user:password)
   std::string name;  // what Source::name() returns: no secret
+  // Source::CacheIdentity(): the URL and endpoint, credentials as a hash.
+  std::string identity;
   // Names the request in errors: "GET <url without user:password>", and
   // whatever the opener adds (S3: the bucket and key).
   std::string what;
@@ -84,6 +86,32 @@ struct HttpTarget {
   bool answered = false;
 
   HttpStatsRecorder stats;
+
+  // The version every read of this source must see: the validator of the
+  // first answer (a strong ETag, else Last-Modified), sent as If-Match (or
+  // If-Unmodified-Since) with every later request and compared with every
+  // later answer, so that an object replaced mid-stream is an error, never
+  // a mix of two versions' bytes. Empty until an answer sets it, and for
+  // servers that send neither header (those reads are not pinned).
+  struct VersionPin {
+    std::string etag;
+    std::string last_modified;
+    bool empty() const { return etag.empty() && last_modified.empty(); }
+  };
+  VersionPin Pin() const EXCLUDES(pin_mu_) {
+    MutexLock lk(pin_mu_);
+    return pin_;
+  }
+  // Sets the pin if there is none yet; returns the pin in force.
+  VersionPin PinOnce(VersionPin seen) EXCLUDES(pin_mu_) {
+    MutexLock lk(pin_mu_);
+    if (pin_.empty()) pin_ = std::move(seen);
+    return pin_;
+  }
+
+ private:
+  mutable Mutex pin_mu_;
+  VersionPin pin_ GUARDED_BY(pin_mu_);
 };
 
 // A handle on the shared loop. Sources hold one; the loop stops when the
@@ -111,6 +139,11 @@ class CurlEngine {
   void Submit(std::shared_ptr<HttpTarget> target, ByteRange range, Slice buffer,
               std::byte* dst, ReadSink* sink, uint64_t tag,
               bool size_probe = false);
+
+  // Aborts the transfers of `sink` the loop runs or waits to retry: each
+  // completes with Cancelled, its connection closed. Reads submitted after
+  // this call are not affected.
+  void Cancel(const ReadSink* sink);
 
   // True on the loop thread (where blocking on a read would deadlock).
   bool OnLoopThread() const;

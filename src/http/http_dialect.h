@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "http/http_response.h"
 
@@ -31,6 +32,10 @@ class HttpDialect {
   // extra headers). Any string or list it passes must live as long as the
   // dialect. Returns the first libcurl error, CURLE_OK on success.
   virtual CURLcode Configure(CURL* easy) const = 0;
+
+  // The extra header lines Configure sets (CURLOPT_HTTPHEADER), for a read
+  // that must add its own (If-Match) to them.
+  virtual std::vector<std::string> HeaderLines() const { return {}; }
 
   // What the body of an error answer (a non-2xx status, at most
   // kMaxErrorBody bytes) says beyond its HTTP status.

@@ -7,6 +7,7 @@
 
 #include "http/http_dialect.h"
 #include "parse_text.h"
+#include "redact.h"
 
 namespace rangeio::detail {
 namespace {
@@ -135,7 +136,9 @@ std::optional<ContentRange> ParseContentRange(std::string_view value) {
   const std::string_view total = value.substr(slash + 1);
   if (total != "*") {
     uint64_t t = 0;
-    if (!ParseU64(total, &t)) return std::nullopt;
+    // UINT64_MAX is no size an object can have (its last byte would be
+    // past 2^64 - 1), and it is the transport's "unknown size".
+    if (!ParseU64(total, &t) || t == UINT64_MAX) return std::nullopt;
     cr.total = t;
   }
   if (span == "*") {
@@ -172,6 +175,8 @@ void Response::AddHeaderLine(std::string_view line) {
     content_length = -1;
     content_range.clear();
     retry_after.clear();
+    etag.clear();
+    last_modified.clear();
     return;
   }
   const size_t colon = line.find(':');
@@ -182,6 +187,10 @@ void Response::AddHeaderLine(std::string_view line) {
     content_range = std::string(value);
   } else if (EqualsNoCase(name, "retry-after")) {
     retry_after = std::string(value);
+  } else if (EqualsNoCase(name, "etag")) {
+    etag = std::string(value);
+  } else if (EqualsNoCase(name, "last-modified")) {
+    last_modified = std::string(value);
   } else if (EqualsNoCase(name, "content-length")) {
     uint64_t v = 0;
     if (ParseU64(value, &v) && v <= INT64_MAX) {
@@ -212,8 +221,8 @@ Result<std::optional<uint64_t>> CheckDataHeaders(std::string_view what,
   if (!cr || cr->unsatisfied || cr->first != range.offset ||
       cr->last != range.end() - 1) {
     return Status::IoError(w + ": asked for " + RangeHeaderValue(range) +
-                           ", got 206 with Content-Range '" + r.content_range +
-                           "'");
+                           ", got 206 with Content-Range '" +
+                           ForeignText(r.content_range) + "'");
   }
   if (r.content_length >= 0 &&
       static_cast<uint64_t>(r.content_length) != range.length) {
@@ -225,8 +234,8 @@ Result<std::optional<uint64_t>> CheckDataHeaders(std::string_view what,
 }
 
 Attempt TransportError(std::string_view what, CURLcode rc, const char* errbuf) {
-  const std::string text =
-      errbuf != nullptr && errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc);
+  const std::string text = ForeignText(
+      errbuf != nullptr && errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc));
   return {Status::IoError(std::string(what) + ": " + text + " (curl error " +
                           std::to_string(rc) + ")"),
           RetryCauseOf(rc), 0, std::nullopt};

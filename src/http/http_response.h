@@ -75,6 +75,8 @@ struct Response {
   int64_t content_length = -1;
   std::string content_range;
   std::string retry_after;
+  std::string etag;  // the version validators (see VersionPin)
+  std::string last_modified;
   bool body_started = false;  // the body callback has run
   uint64_t received = 0;      // body bytes taken as the range's data
   std::string error_body;     // body of a non-2xx answer, kMaxErrorBody at most

@@ -3,11 +3,14 @@
 // reads handed to the shared curl event loop. Thread-safety: as Source.
 #include "http/http_source.h"
 
+#include <functional>
 #include <string>
 
+#include "buffer_pool.h"
 #include "mutex.h"
 #include "parse_text.h"
 #include "rangeio/http.h"
+#include "redact.h"
 
 namespace rangeio {
 namespace {
@@ -56,6 +59,7 @@ class HttpSource final : public Source {
   }
 
   const std::string& name() const override { return target_->name; }
+  std::string CacheIdentity() const override { return target_->identity; }
 
   Result<uint64_t> Size() override EXCLUDES(probe_mu_) {
     uint64_t size = target_->size.load();
@@ -93,8 +97,15 @@ class HttpSource final : public Source {
       return;
     }
     std::byte* dst = nullptr;
-    Slice buffer = Slice::Allocate(range.length, &dst);
-    engine_->Submit(target_, range, std::move(buffer), dst, sink, tag);
+    // The length may come from a peer's Content-Range total: a refused
+    // allocation is this read's error, not an exception.
+    Result<Slice> buffer = detail::TryAllocateSlice(
+        range.length, &dst, target_->what + " " + range.ToString());
+    if (!buffer.ok()) {
+      sink->OnReadDone(tag, buffer.status());
+      return;
+    }
+    engine_->Submit(target_, range, std::move(*buffer), dst, sink, tag);
   }
 
   std::string Describe() const override {
@@ -102,6 +113,8 @@ class HttpSource final : public Source {
            std::to_string(target_->options.max_connections) +
            " connections (libcurl)";
   }
+
+  void CancelReads(ReadSink* sink) override { engine_->Cancel(sink); }
 
   HttpStats stats() const { return target_->stats.Snapshot(); }
 
@@ -113,12 +126,13 @@ class HttpSource final : public Source {
   detail::Mutex probe_mu_;
 };
 
-// `url` without its user:password, if any: what errors may show. Checks the
-// URL with libcurl's own parser, so what is accepted here is what it sends.
+// `url` without its user:password or signing query values (RedactUrl):
+// what errors and name() may show. Checks the URL with libcurl's own parser,
+// so what is accepted here is what it sends.
 Result<std::string> RedactedHttpUrl(const std::string& url) {
   if (!detail::StartsWithNoCase(url, "http://") &&
       !detail::StartsWithNoCase(url, "https://")) {
-    return Status::InvalidArgument("'" + url +
+    return Status::InvalidArgument("'" + detail::RedactUrl(url) +
                                    "' is not an http:// or https:// URL");
   }
   CURLU* u = curl_url();
@@ -129,7 +143,7 @@ Result<std::string> RedactedHttpUrl(const std::string& url) {
   if (rc == CURLUE_OK) rc = curl_url_set(u, CURLUPART_PASSWORD, nullptr, 0);
   char* text = nullptr;
   if (rc == CURLUE_OK) rc = curl_url_get(u, CURLUPART_URL, &text, 0);
-  if (rc == CURLUE_OK) out = text;
+  if (rc == CURLUE_OK) out = detail::RedactUrl(text);
   curl_free(text);
   curl_url_cleanup(u);
   if (rc != CURLUE_OK) {
@@ -163,6 +177,16 @@ Status HttpOptions::Validate() const {
   RANGEIO_RETURN_NOT_OK(CheckMillis("retry_max_backoff", retry_max_backoff,
                                     retry_base_backoff.count(), kDay));
   RANGEIO_RETURN_NOT_OK(CheckMillis("deadline", deadline, 1, kDay));
+  if (min_bytes_per_second > (uint64_t{1} << 40)) {
+    return Status::InvalidArgument("HttpOptions.min_bytes_per_second=" +
+                                   std::to_string(min_bytes_per_second) +
+                                   " is invalid: valid 0..2^40");
+  }
+  if (size_hint && *size_hint == detail::HttpTarget::kUnknownSize) {
+    return Status::InvalidArgument(
+        "HttpOptions.size_hint=" + std::to_string(*size_hint) +
+        " is invalid: valid 0..2^64-2");
+  }
   if (max_attempts < 1 || max_attempts > 100) {
     return Status::InvalidArgument(
         "HttpOptions.max_attempts=" + std::to_string(max_attempts) +
@@ -203,6 +227,10 @@ Result<std::shared_ptr<Source>> OpenHttpSource(const std::string& url,
   RANGEIO_ASSIGN_OR_RETURN(std::string name, RedactedHttpUrl(url));
   auto target = std::make_shared<detail::HttpTarget>();
   target->url = url;
+  // The URL as sent, user:password included, hashed: other credentials
+  // are another identity, and no secret is kept in the clear.
+  target->identity =
+      "http " + name + " " + std::to_string(std::hash<std::string>{}(url));
   target->what = "GET " + name;
   target->describe = "ranged GETs over HTTP";
   target->name = std::move(name);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "http/curl_engine.h"
@@ -42,10 +43,19 @@ struct Transfer {
   uint64_t attempt_start_ns = 0;
   uint64_t last_progress_ns = 0;
   bool got_first_byte = false;
-  bool body_is_data = false;  // the body is the range's bytes
+  uint64_t first_byte_ns = 0;      // when got_first_byte became true
+  bool error_body_capped = false;  // stopped reading an error body
+  bool body_is_data = false;       // the body is the range's bytes
   Response response;
   Status write_error;
   char errbuf[CURL_ERROR_SIZE] = {};
+  curl_slist* headers = nullptr;    // owned: the dialect's and If-Match
+  HttpTarget::VersionPin sent_pin;  // the pin this attempt's request carries
+
+  Transfer() = default;
+  Transfer(const Transfer&) = delete;
+  Transfer& operator=(const Transfer&) = delete;
+  ~Transfer() { curl_slist_free_all(headers); }
 
   void ResetAttempt(uint64_t now);
 
@@ -56,6 +66,14 @@ struct Transfer {
 // Sets the options of `t.easy` that hold for every attempt of the read
 // (URL, range, callbacks, timeouts, TLS, and the dialect's signing).
 Status ConfigureTransfer(Transfer& t);
+
+// Why the current attempt of `t` has timed out at `now` (deadline, first
+// byte, stalled or too slow a body: the watchdog's checks); nullopt if not.
+std::optional<std::string> AttemptTimedOut(const Transfer& t, uint64_t now);
+
+// Before each attempt: the request carries the source's version pin, if it
+// has one (HttpTarget::VersionPin).
+Status ApplyVersionPin(Transfer& t);
 
 // What the attempt that libcurl ended with `rc` amounts to; records the
 // object size its answer states.

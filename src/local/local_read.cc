@@ -1,6 +1,8 @@
 #include "local/local_read.h"
 
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -88,7 +90,9 @@ Result<std::shared_ptr<const FileHandle>> OpenFileHandle(
   if (path.empty()) return Status::InvalidArgument("file path is empty");
   // Opened buffered first, O_DIRECT set after the checks: so that a
   // directory or a missing file gets its own error, not O_DIRECT's EINVAL.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would block until a writer
+  // comes; it is refused below, and cleared for what is kept.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Status::FromErrno(errno, "opening '" + path + "'");
   auto fail = [fd](Status st) {
     ::close(fd);
@@ -98,9 +102,21 @@ Result<std::shared_ptr<const FileHandle>> OpenFileHandle(
   if (::fstat(fd, &st) != 0) {
     return fail(Status::FromErrno(errno, "stat '" + path + "'"));
   }
-  if (!S_ISREG(st.st_mode)) {
-    return fail(
-        Status::InvalidArgument("'" + path + "' is not a regular file"));
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (S_ISBLK(st.st_mode)) {
+    if (::ioctl(fd, BLKGETSIZE64, &size) != 0) {
+      return fail(
+          Status::FromErrno(errno, "size of block device '" + path + "'"));
+    }
+  } else if (!S_ISREG(st.st_mode)) {
+    return fail(Status::InvalidArgument(
+        "'" + path +
+        "' is not a regular file or a block device (a FIFO, socket, "
+        "character device or directory cannot be read by range)"));
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    return fail(Status::FromErrno(errno, "fcntl '" + path + "'"));
   }
   uint32_t offset_align = 1;
   uint32_t memory_align = 1;
@@ -108,9 +124,8 @@ Result<std::shared_ptr<const FileHandle>> OpenFileHandle(
     Status s = EnableDirect(fd, path, &offset_align, &memory_align);
     if (!s.ok()) return fail(std::move(s));
   }
-  return std::shared_ptr<const FileHandle>(
-      std::make_shared<FileHandle>(fd, path, static_cast<uint64_t>(st.st_size),
-                                   direct, offset_align, memory_align));
+  return std::shared_ptr<const FileHandle>(std::make_shared<FileHandle>(
+      fd, path, size, direct, offset_align, memory_align));
 }
 
 LocalRead PlanLocalRead(const FileHandle& file, ByteRange range, ReadSink* sink,

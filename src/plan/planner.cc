@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -9,6 +10,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "redact.h"
 
 namespace rangeio {
 namespace {
@@ -23,15 +26,19 @@ constexpr int kRatioFractionBits = 32;
 
 Status Invalid(std::string_view key, std::string_view value,
                std::string_view valid) {
-  return Status::InvalidArgument("option " + std::string(key) + "='" +
-                                 std::string(value) +
+  // Escaped and bounded: keys and values come from a config (redact.h).
+  return Status::InvalidArgument("option " + detail::ForeignText(key) + "='" +
+                                 detail::ForeignText(value) +
                                  "' is invalid: " + std::string(valid));
 }
 
+// The shortest text that parses back to `v` (std::to_chars): ToString's
+// output must round-trip through Options::Parse.
 std::string FormatDouble(double v) {
-  std::ostringstream o;
-  o << v;
-  return o.str();
+  std::array<char, 64> buf{};
+  const auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);
+  if (ec != std::errc()) return "nan";
+  return std::string(buf.data(), end);
 }
 
 // A non-empty requested range: its offset and its index in the request.
@@ -391,7 +398,8 @@ Result<PlannerOptions> PlannerOptions::FromPreset(std::string_view name) {
   if (name == "none") return None();
   if (name == "local") return Local();
   if (name == "object-store") return ObjectStore();
-  return Status::InvalidArgument("planner preset '" + std::string(name) +
+  return Status::InvalidArgument("planner preset '" +
+                                 detail::ForeignText(name) +
                                  "' is unknown (known: none, local, "
                                  "object-store)");
 }
@@ -420,10 +428,13 @@ Status PlannerOptions::Validate() const {
 std::string PlannerOptions::ToString() const {
   std::ostringstream o;
   o << "coalesce=" << (coalesce ? "true" : "false")
-    << ",coalesce-gap=" << coalesce_gap
-    << ",max-overread-ratio=" << FormatDouble(max_overread_ratio)
-    << ",max-merged-bytes=" << max_merged_bytes
-    << ",split-bytes=" << split_bytes;
+    << ",coalesce-gap=" << coalesce_gap << ",max-overread-ratio="
+    << (max_overread_ratio == kNoOverreadLimit
+            ? std::string("none")
+            : FormatDouble(max_overread_ratio))
+    << ",max-merged-bytes=" << max_merged_bytes << ",split-bytes="
+    << (split_bytes == kNoSplit ? std::string("none")
+                                : std::to_string(split_bytes));
   return o.str();
 }
 

@@ -3,12 +3,19 @@
 // Stateless; see s3.h.
 #include "s3/s3.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
-#include <fstream>
+#include <functional>
 #include <sstream>
+#include <utility>
 
 #include "parse_text.h"
+#include "redact.h"
 
 namespace rangeio::detail {
 namespace {
@@ -49,15 +56,54 @@ bool DnsCompatibleBucket(std::string_view b) {
   return b.front() != '-' && b.back() != '-';
 }
 
+// A credentials file is a few hundred bytes; 1 MiB bounds what a wrong path
+// (a log, a disk image) makes us read.
+constexpr off_t kMaxCredentialsFileBytes = off_t{1} << 20;
+
+// The whole of a small regular file; nullopt when it cannot be opened.
+// O_NONBLOCK: opening a FIFO (or a device) for reading must not block until
+// a writer comes; anything but a regular file is refused before a read.
+Result<std::optional<std::string>> ReadSmallFile(const std::string& path,
+                                                 const std::string& what) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return std::optional<std::string>();
+  struct stat st {};
+  std::string text;
+  Status error;
+  if (::fstat(fd, &st) != 0) {
+    error = Status::FromErrno(errno, "stat " + what);
+  } else if (!S_ISREG(st.st_mode)) {
+    error = Status::InvalidArgument(what + " is not a regular file");
+  } else if (st.st_size > kMaxCredentialsFileBytes) {
+    error =
+        Status::InvalidArgument(what + " has " + std::to_string(st.st_size) +
+                                " bytes, more than a credentials file's "
+                                "1 MiB");
+  } else {
+    char buf[4096];
+    ssize_t n = 0;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0 &&
+           text.size() <= static_cast<size_t>(kMaxCredentialsFileBytes)) {
+      text.append(buf, static_cast<size_t>(n));
+    }
+    if (n < 0) error = Status::FromErrno(errno, "reading " + what);
+  }
+  ::close(fd);
+  if (!error.ok()) return error;
+  return std::optional<std::string>(std::move(text));
+}
+
 // The `profile` section of an INI credentials file: key -> value.
 Result<std::optional<S3Credentials>> ReadCredentialsFile(
     const std::string& path, const std::string& profile, bool must_exist) {
-  std::ifstream in(path);
-  if (!in) {
+  const std::string what = "AWS shared credentials file '" + path + "'";
+  RANGEIO_ASSIGN_OR_RETURN(std::optional<std::string> text,
+                           ReadSmallFile(path, what));
+  if (!text) {
     if (!must_exist) return std::optional<S3Credentials>();
-    return Status::NotFound("AWS shared credentials file '" + path +
-                            "' cannot be read");
+    return Status::NotFound(what + " cannot be read");
   }
+  std::istringstream in(*text);
   S3Credentials c;
   bool in_section = false;
   bool found = false;
@@ -159,25 +205,25 @@ std::optional<std::string> ProcessEnv(const char* name) {
 
 Result<S3Location> ParseS3Url(std::string_view url) {
   constexpr std::string_view kScheme = "s3://";
+  const std::string shown = RedactUrl(url);
   if (url.substr(0, kScheme.size()) != kScheme) {
-    return Status::InvalidArgument("'" + std::string(url) +
-                                   "' is not an s3:// URL");
+    return Status::InvalidArgument("'" + shown + "' is not an s3:// URL");
   }
   const std::string_view rest = url.substr(kScheme.size());
   const size_t slash = rest.find('/');
   if (slash == std::string_view::npos || slash + 1 == rest.size()) {
-    return Status::InvalidArgument("s3 URL '" + std::string(url) +
+    return Status::InvalidArgument("s3 URL '" + shown +
                                    "' names no key: want s3://bucket/key");
   }
   S3Location loc{std::string(rest.substr(0, slash)),
                  std::string(rest.substr(slash + 1))};
   if (!ValidBucket(loc.bucket)) {
     return Status::InvalidArgument(
-        "s3 URL '" + std::string(url) + "': bucket '" + loc.bucket +
+        "s3 URL '" + shown + "': bucket '" + ForeignText(loc.bucket) +
         "' is invalid (1..255 of letters, digits, '.', '-', '_')");
   }
   if (loc.key.size() > 1024) {
-    return Status::InvalidArgument("s3 URL '" + std::string(url) +
+    return Status::InvalidArgument("s3 URL '" + shown +
                                    "': the key is longer than S3's 1024 bytes");
   }
   return loc;
@@ -201,29 +247,31 @@ std::string EncodeS3Key(std::string_view key) {
 
 Result<S3Endpoint> ParseS3Endpoint(std::string_view endpoint) {
   S3Endpoint ep;
+  // What errors show: a config's endpoint may carry user:password.
+  const std::string shown = RedactUrl(endpoint);
   const size_t sep = endpoint.find("://");
   if (sep == std::string_view::npos) {
     return Status::InvalidArgument(
-        "S3 endpoint '" + std::string(endpoint) +
+        "S3 endpoint '" + shown +
         "' has no scheme: want http(s)://host[:port]");
   }
   ep.scheme = Lower(endpoint.substr(0, sep));
   if (ep.scheme != "http" && ep.scheme != "https") {
-    return Status::InvalidArgument("S3 endpoint '" + std::string(endpoint) +
+    return Status::InvalidArgument("S3 endpoint '" + shown +
                                    "': scheme must be http or https");
   }
   std::string_view rest = endpoint.substr(sep + 3);
   if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   if (rest.empty() || rest.find_first_of("/?#@ ") != std::string_view::npos) {
     return Status::InvalidArgument(
-        "S3 endpoint '" + std::string(endpoint) +
+        "S3 endpoint '" + shown +
         "' must be scheme://host[:port] with no path, query or user");
   }
   ep.authority = std::string(rest);
   if (rest.front() == '[') {  // [v6]:port
     const size_t close = rest.find(']');
     if (close == std::string_view::npos) {
-      return Status::InvalidArgument("S3 endpoint '" + std::string(endpoint) +
+      return Status::InvalidArgument("S3 endpoint '" + shown +
                                      "': unterminated IPv6 address");
     }
     ep.host = std::string(rest.substr(0, close + 1));
@@ -260,8 +308,11 @@ std::string S3ObjectUrl(const S3Endpoint& endpoint, const S3Location& loc,
          EncodeS3Key(loc.bucket) + "/" + EncodeS3Key(loc.key);
 }
 
-Result<std::optional<S3Credentials>> ResolveS3Credentials(
-    const S3Options& options, const EnvLookup& env) {
+namespace {
+
+// What ResolveS3Credentials finds, before CheckCredentials.
+Result<std::optional<S3Credentials>> FindS3Credentials(const S3Options& options,
+                                                       const EnvLookup& env) {
   if (!options.access_key_id.empty() || !options.secret_access_key.empty()) {
     if (options.access_key_id.empty() || options.secret_access_key.empty()) {
       return Status::InvalidArgument(
@@ -298,6 +349,41 @@ Result<std::optional<S3Credentials>> ResolveS3Credentials(
                                                        : "default";
   // A profile asked for by name must exist; the default one may not.
   return ReadCredentialsFile(path, profile, named);
+}
+
+// A CR or LF in a value that becomes a header (the token, the key id in the
+// Authorization header) would add a header of the value's choosing.
+Status CheckCredentials(const S3Credentials& c) {
+  const std::pair<const char*, const std::string*> fields[] = {
+      {"access key id", &c.access_key_id},
+      {"secret access key", &c.secret_access_key},
+      {"session token", &c.session_token}};
+  for (const auto& [what, value] : fields) {
+    if (HasControlChars(*value)) {
+      return Status::InvalidArgument(
+          std::string("the AWS ") + what + " from " + c.source +
+          " holds a control character (CR, LF, ...), which no credential "
+          "has; the value is not shown");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<std::optional<S3Credentials>> ResolveS3Credentials(
+    const S3Options& options, const EnvLookup& env) {
+  RANGEIO_ASSIGN_OR_RETURN(std::optional<S3Credentials> c,
+                           FindS3Credentials(options, env));
+  if (c) RANGEIO_RETURN_NOT_OK(CheckCredentials(*c));
+  return c;
+}
+
+std::string CacheIdentityOf(const S3Credentials* c) {
+  if (c == nullptr) return "anonymous";
+  return "key " + c->access_key_id + " " +
+         std::to_string(std::hash<std::string>{}(c->secret_access_key + '\n' +
+                                                 c->session_token));
 }
 
 std::string ResolveS3Region(const S3Options& options, const EnvLookup& env) {

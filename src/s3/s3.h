@@ -71,6 +71,10 @@ struct S3Credentials {
 Result<std::optional<S3Credentials>> ResolveS3Credentials(
     const S3Options& options, const EnvLookup& env);
 
+// Who `c` is, for a cache identity: the key id and a hash of the secret and
+// token (never the secret itself); "anonymous" for null.
+std::string CacheIdentityOf(const S3Credentials* c);
+
 // Region and endpoint as S3Options documents.
 std::string ResolveS3Region(const S3Options& options, const EnvLookup& env);
 std::string ResolveS3EndpointUrl(const S3Options& options,

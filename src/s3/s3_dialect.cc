@@ -4,6 +4,7 @@
 #include "s3/s3_dialect.h"
 
 #include "parse_text.h"
+#include "redact.h"
 
 namespace rangeio::detail {
 namespace {
@@ -43,13 +44,13 @@ S3Dialect::~S3Dialect() { curl_slist_free_all(headers_); }
 
 Status S3Dialect::Init() {
   if (!sign_) return Status::OK();
-  const std::string sha =
-      std::string("x-amz-content-sha256: ") + kEmptyPayloadSha256;
-  headers_ = curl_slist_append(nullptr, sha.c_str());
-  if (headers_ == nullptr) return Status::Internal("curl_slist_append failed");
+  header_lines_.push_back(std::string("x-amz-content-sha256: ") +
+                          kEmptyPayloadSha256);
   if (!session_token_.empty()) {
-    const std::string token = "x-amz-security-token: " + session_token_;
-    curl_slist* h = curl_slist_append(headers_, token.c_str());
+    header_lines_.push_back("x-amz-security-token: " + session_token_);
+  }
+  for (const std::string& line : header_lines_) {
+    curl_slist* h = curl_slist_append(headers_, line.c_str());
     if (h == nullptr) return Status::Internal("curl_slist_append failed");
     headers_ = h;
   }
@@ -72,12 +73,17 @@ CURLcode S3Dialect::Configure(CURL* easy) const {
 ErrorDetail S3Dialect::ReadErrorBody(std::string_view body) const {
   const S3ErrorBody e = ParseS3ErrorBody(body);
   ErrorDetail d;
-  if (!e.code.empty()) d.text += ", S3 error " + e.code;
-  if (!e.message.empty()) d.text += ": " + e.message;
+  // The server's text, escaped and bounded: an entity-encoded newline or
+  // escape sequence must not forge lines in a log.
+  if (!e.code.empty()) d.text += ", S3 error " + ForeignText(e.code);
+  if (!e.message.empty()) d.text += ": " + ForeignText(e.message);
   d.code = StatusCodeOfS3Error(e.code);
   d.cause = RetryCauseOfS3Error(e.code);
   uint64_t size = 0;
-  if (ParseU64(e.actual_object_size, &size)) d.object_size = size;
+  // UINT64_MAX is no size (and the transport's "unknown size").
+  if (ParseU64(e.actual_object_size, &size) && size != UINT64_MAX) {
+    d.object_size = size;
+  }
   return d;
 }
 

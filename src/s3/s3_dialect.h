@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "http/http_dialect.h"
 #include "s3/s3.h"
@@ -35,6 +36,9 @@ class S3Dialect final : public HttpDialect {
   Status Init();
 
   CURLcode Configure(CURL* easy) const override;
+  std::vector<std::string> HeaderLines() const override {
+    return header_lines_;
+  }
   ErrorDetail ReadErrorBody(std::string_view body) const override;
 
  private:
@@ -43,7 +47,8 @@ class S3Dialect final : public HttpDialect {
   const std::string access_key_id_;
   const std::string secret_access_key_;
   const std::string session_token_;
-  curl_slist* headers_ = nullptr;  // owned: x-amz-content-sha256, token
+  std::vector<std::string> header_lines_;  // what headers_ holds
+  curl_slist* headers_ = nullptr;          // owned: x-amz-content-sha256, token
 };
 
 }  // namespace rangeio::detail

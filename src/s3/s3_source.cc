@@ -8,6 +8,7 @@
 #include "http/curl_engine.h"
 #include "http/http_source.h"
 #include "rangeio/http.h"
+#include "redact.h"
 #include "s3/s3.h"
 #include "s3/s3_dialect.h"
 
@@ -16,8 +17,10 @@ namespace rangeio {
 Status S3Options::Validate() const {
   Status st = http.Validate();
   if (!st.ok()) return st.WithContext("S3Options.http");
-  if (region.find_first_of(": /") != std::string::npos || region.size() > 64) {
-    return Status::InvalidArgument("S3Options.region='" + region +
+  if (region.find_first_of(": /") != std::string::npos || region.size() > 64 ||
+      detail::HasControlChars(region)) {
+    return Status::InvalidArgument("S3Options.region='" +
+                                   detail::ForeignText(region) +
                                    "' is invalid: at most 64 characters, "
                                    "no ':', '/' or space");
   }
@@ -30,21 +33,25 @@ Result<std::shared_ptr<Source>> OpenS3Source(const std::string& s3_url,
   RANGEIO_ASSIGN_OR_RETURN(detail::S3Location loc, detail::ParseS3Url(s3_url));
   const detail::EnvLookup env = detail::ProcessEnv;
   const std::string region = detail::ResolveS3Region(options, env);
-  if (region.find_first_of(": /") != std::string::npos || region.size() > 64) {
-    return Status::InvalidArgument("S3 region '" + region + "' for '" + s3_url +
+  if (region.find_first_of(": /") != std::string::npos || region.size() > 64 ||
+      detail::HasControlChars(region)) {
+    return Status::InvalidArgument("S3 region '" + detail::ForeignText(region) +
+                                   "' for '" + detail::RedactUrl(s3_url) +
                                    "' is invalid");
   }
   const std::string endpoint_url =
       detail::ResolveS3EndpointUrl(options, region, env);
   auto endpoint = detail::ParseS3Endpoint(endpoint_url);
-  if (!endpoint.ok()) return endpoint.status().WithContext(s3_url);
+  if (!endpoint.ok())
+    return endpoint.status().WithContext(detail::RedactUrl(s3_url));
   auto creds = detail::ResolveS3Credentials(options, env);
   if (!creds.ok()) {
-    return creds.status().WithContext("credentials for " + s3_url);
+    return creds.status().WithContext("credentials for " +
+                                      detail::RedactUrl(s3_url));
   }
   if (!creds->has_value() && !options.anonymous) {
     return Status::PermissionDenied(
-        "no AWS credentials for '" + s3_url +
+        "no AWS credentials for '" + detail::RedactUrl(s3_url) +
         "': set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile in the "
         "shared credentials file, or S3Options.anonymous for a public bucket");
   }
@@ -65,6 +72,11 @@ Result<std::shared_ptr<Source>> OpenS3Source(const std::string& s3_url,
       " S3 ranged GETs (region " + region + ", " +
       (vhost ? "virtual-hosted" : "path") + " style at " + endpoint->scheme +
       "://" + endpoint->authority + ")";
+  // The endpoint's URL of the object and who asks for it: the key id, and
+  // the secret and token only as a hash.
+  target->identity =
+      "s3 " + target->url + " " +
+      detail::CacheIdentityOf(creds->has_value() ? &**creds : nullptr);
   target->options = options.http;
   if (options.http.size_hint) target->size = *options.http.size_hint;
   target->follow_redirects = false;  // a redirect would need a new signature

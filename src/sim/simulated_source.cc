@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "buffer_pool.h"
 #include "mutex.h"
 #include "rangeio/planner.h"
 #include "rangeio/sim.h"
@@ -212,8 +213,11 @@ class Timer : public std::enable_shared_from_this<Timer> {
       heap_.pop();
       lk.Unlock();
       std::byte* dst = nullptr;
-      Slice bytes = Slice::Allocate(p.range.length, &dst);
-      FillSimulatedBytes(p.range.offset, {dst, p.range.length});
+      // An allocation failure is the read's error: nothing may escape this
+      // thread.
+      Result<Slice> bytes = detail::TryAllocateSlice(
+          p.range.length, &dst, "reading " + p.range.ToString());
+      if (bytes.ok()) FillSimulatedBytes(p.range.offset, {dst, p.range.length});
       p.sink->OnReadDone(p.tag, std::move(bytes));
       lk.Lock();
     }

@@ -324,6 +324,7 @@ void StreamState::Finish() {
   uint64_t dropped = 0;
   uint64_t dropped_bytes = 0;
   std::shared_ptr<StreamState> self;  // the caller's RangeStream holds us
+  bool cancel_reads = false;
   {
     MutexLock lk(mu_);
     if (finished_) return;
@@ -342,11 +343,14 @@ void StreamState::Finish() {
       ++cancelled_;
     }
     ready_.clear();
+    cancel_reads = in_flight_ > 0;
     FlushStatsLocked();
     ReleaseSelfIfDoneLocked(&self);
     ChangedLocked();
   }
   limiter_->Withdraw(this);
+  // Reads in flight keep this stream alive (keepalive_) until they complete.
+  if (cancel_reads) source_->CancelReads(this);
   if (dropped > 0) limiter_->ReleaseResponses(dropped, dropped_bytes);
   cv_.NotifyAll();
 }

@@ -93,6 +93,10 @@ class StreamState final : public StreamBase,
   // Results a stream whose reads complete inline may run ahead of its
   // consumer before admission pauses (see NoteCompletionLocked).
   static constexpr uint64_t kInlineBacklog = 8;
+  // How often a consumer waiting for admission looks for a stall that began
+  // without waking it. 50 ms: 1/200 of the default response_stall_timeout
+  // added to its detection, 20 wake-ups a second of a thread that waits.
+  static constexpr std::chrono::milliseconds kStallRecheck{50};
   // Deliveries counted before they are flushed to the stats.
   static constexpr uint64_t kFlushEvery = 64;
 
@@ -164,6 +168,9 @@ class StreamState final : public StreamBase,
   bool AssistLocked() REQUIRES(mu_);
   void SpinLocked(int* spins) REQUIRES(mu_);
   void SleepLocked(MutexLock& lk) REQUIRES(mu_);
+  void SleepAtMostLocked(MutexLock& lk, std::chrono::nanoseconds timeout)
+      REQUIRES(mu_);
+  bool WaitsForAdmissionLocked() const REQUIRES(mu_);
   bool StallExpiredLocked(uint64_t now) REQUIRES(mu_);
   void SleepUntilStallDeadlineLocked(MutexLock& lk, uint64_t now) REQUIRES(mu_);
 

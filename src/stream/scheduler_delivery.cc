@@ -83,6 +83,13 @@ Result<std::optional<RawResult>> StreamState::NextRaw(bool* pending) {
       SpinLocked(&spins);
       continue;
     }
+    if (WaitsForAdmissionLocked()) {
+      // Only this stream's own events wake it, and a stall can begin
+      // without one (another stream's last read completes into the
+      // budget): look again after a while rather than sleep for ever.
+      SleepAtMostLocked(lk, kStallRecheck);
+      continue;
+    }
     SleepLocked(lk);
   }
 }
@@ -195,6 +202,19 @@ void StreamState::SleepLocked(MutexLock& lk) {
   consumer_waiting_ = false;
 }
 
+void StreamState::SleepAtMostLocked(MutexLock& lk,
+                                    std::chrono::nanoseconds timeout) {
+  consumer_waiting_ = true;
+  cv_.WaitFor(lk, timeout);
+  consumer_waiting_ = false;
+}
+
+// Nothing of this stream is in flight and reads are left to admit: what it
+// waits for is the limiter, whose stall StalledLocked checks.
+bool StreamState::WaitsForAdmissionLocked() const {
+  return in_flight_ == 0 && !failed_ && n_submitted_ < ranges_.size();
+}
+
 // A stalled consumer waits up to stall_timeout_ from the first time it
 // finds the stream stalled; past that, the stream fails with StallError.
 bool StreamState::StallExpiredLocked(uint64_t now) {
@@ -210,9 +230,7 @@ bool StreamState::StallExpiredLocked(uint64_t now) {
 }
 
 void StreamState::SleepUntilStallDeadlineLocked(MutexLock& lk, uint64_t now) {
-  consumer_waiting_ = true;
-  cv_.WaitFor(lk, std::chrono::nanoseconds(stall_deadline_ - now));
-  consumer_waiting_ = false;
+  SleepAtMostLocked(lk, std::chrono::nanoseconds(stall_deadline_ - now));
 }
 
 // This stream waits for admission while no read is in flight anywhere on
