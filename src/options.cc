@@ -11,8 +11,8 @@
 namespace rangeio {
 namespace {
 
-using detail::ParseBytes;
 using detail::ForeignText;
+using detail::ParseBytes;
 using detail::ParseU64;
 
 constexpr uint32_t kMaxIoConcurrency = 4096;
