@@ -34,6 +34,7 @@ int RunBench(const std::vector<std::string>& scenarios,
                : s == "coalesce"  ? rangeio::bench::RunCoalesce(bo)
                : s == "local"     ? rangeio::bench::RunLocal(bo)
                : s == "http"      ? rangeio::bench::RunHttp(bo)
+               : s == "hedge"     ? rangeio::bench::RunHedge(bo)
                                   : rangeio::bench::RunBlob(bo);
     if (!rep.ok()) return Fail("bench " + s, rep.status());
     rep->Print();
@@ -128,7 +129,12 @@ int Main(int argc, char** argv) {
   blob->add_option("--url", bo.url,
                    "A file served through the latency proxy; the blobs go "
                    "beside it (default $RANGEIO_BENCH_HTTP_URL)");
-  for (CLI::App* sub : {straggler, hot, coalesce, http, blob}) {
+  CLI::App* hedge = bench->add_subcommand(
+      "hedge",
+      "Hedged reads vs a straggler tail: sim, then HTTP via the relay");
+  hedge->add_option("--url", bo.url,
+                    "default $RANGEIO_BENCH_HTTP_STRAGGLER_URL");
+  for (CLI::App* sub : {straggler, hot, coalesce, http, blob, hedge}) {
     sub->add_option("--json", json_path,
                     "Also write the figures as JSON to this file");
     sub->add_option("--rounds", bo.rounds,
@@ -156,6 +162,7 @@ int Main(int argc, char** argv) {
   if (local->parsed()) scenarios.push_back("local");
   if (http->parsed()) scenarios.push_back("http");
   if (blob->parsed()) scenarios.push_back("blob");
+  if (hedge->parsed()) scenarios.push_back("hedge");
   if (scenarios.empty()) {
     // The embedded-defaults run: every scenario that needs no servers.
     scenarios = {"straggler", "hot-cache", "coalesce", "local"};

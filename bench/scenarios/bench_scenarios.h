@@ -106,5 +106,6 @@ Result<Report> RunCoalesce(const BenchOptions& options);
 Result<Report> RunLocal(const BenchOptions& options);
 Result<Report> RunHttp(const BenchOptions& options);
 Result<Report> RunBlob(const BenchOptions& options);
+Result<Report> RunHedge(const BenchOptions& options);
 
 }  // namespace rangeio::bench

@@ -115,6 +115,15 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     WakeLoop();
   }
 
+  // Source::Cancel: the loop drops the read (sink, tag) if still active.
+  void Cancel(ReadSink* sink, uint64_t tag) EXCLUDES(mu_) {
+    {
+      MutexLock lk(mu_);
+      cancels_.emplace_back(sink, tag);
+    }
+    WakeLoop();
+  }
+
   void Submit(std::unique_ptr<Transfer> t) EXCLUDES(mu_) {
     bool wake;
     {
@@ -145,14 +154,17 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     std::vector<epoll_event> events(kMaxEvents);
     for (;;) {
       std::vector<std::unique_ptr<Transfer>> incoming;
+      std::vector<std::pair<ReadSink*, uint64_t>> cancels;
       {
         MutexLock lk(mu_);
         incoming.swap(incoming_);
+        cancels.swap(cancels_);
         if (config_dirty_) ApplyConfigLocked();
         if (stop_ && incoming.empty() && active_.empty()) return;
       }
       uint64_t now = NowNanos();
       for (auto& t : incoming) Start(std::move(t), now);
+      for (const auto& [sink, tag] : cancels) CancelTransfer(sink, tag);
       RunDueTimer();
       Reap();
       now = NowNanos();
@@ -478,13 +490,35 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     }
   }
 
+  // Removes the transfer of (sink, tag) from the multi handle (or from the
+  // retry heap) and completes it with Cancelled; its buffer goes with it.
+  void CancelTransfer(ReadSink* sink, uint64_t tag) {
+    auto it = std::find_if(active_.begin(), active_.end(), [&](const auto& t) {
+      return t->sink == sink && t->tag == tag;
+    });
+    if (it == active_.end()) return;  // done already, or never submitted
+    Transfer* t = it->get();
+    if (!t->waiting) {
+      curl_multi_remove_handle(multi_, t->easy);
+    } else {
+      std::vector<Wake> keep;
+      for (; !retry_heap_.empty(); retry_heap_.pop()) {
+        if (retry_heap_.top().t != t) keep.push_back(retry_heap_.top());
+      }
+      for (const Wake& w : keep) retry_heap_.push(w);
+    }
+    Complete(t, Status::Cancelled(t->What() + ": cancelled"));
+  }
+
   // Takes `t` out of the loop; its sink is called by DeliverDone.
   void Complete(Transfer* t, Result<Slice> result) {
     const uint64_t latency = NowNanos() - t->start_ns;
     const bool ok = result.ok();
     const bool probe = t->size_probe;
+    const bool cancelled =
+        !ok && result.status().code() == StatusCode::kCancelled;
     t->target->stats.Update([&](HttpStats& s) {
-      if (probe) return;
+      if (probe || cancelled) return;
       ok ? ++s.reads_ok : ++s.reads_failed;
       s.latency.Record(latency);
     });
@@ -524,6 +558,7 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
 
   Mutex mu_;
   std::vector<std::unique_ptr<Transfer>> incoming_ GUARDED_BY(mu_);
+  std::vector<std::pair<ReadSink*, uint64_t>> cancels_ GUARDED_BY(mu_);
   std::multiset<uint32_t> pools_ GUARDED_BY(mu_);
   bool config_dirty_ GUARDED_BY(mu_) = false;
   bool stop_ GUARDED_BY(mu_) = false;
@@ -570,6 +605,10 @@ void CurlEngine::Unregister(uint32_t max_connections) {
 }
 
 bool CurlEngine::OnLoopThread() const { return core_->OnLoopThread(); }
+
+void CurlEngine::Cancel(ReadSink* sink, uint64_t tag) {
+  core_->Cancel(sink, tag);
+}
 
 void CurlEngine::Submit(std::shared_ptr<HttpTarget> target, ByteRange range,
                         Slice buffer, std::byte* dst, ReadSink* sink,

@@ -106,6 +106,10 @@ class CurlEngine {
               std::byte* dst, ReadSink* sink, uint64_t tag,
               bool size_probe = false);
 
+  // Source::Cancel: the read submitted as (sink, tag), if the loop still
+  // has it, leaves the multi handle and completes with Cancelled.
+  void Cancel(ReadSink* sink, uint64_t tag);
+
   // True on the loop thread (where blocking on a read would deadlock).
   bool OnLoopThread() const;
 

@@ -97,6 +97,10 @@ class HttpSource final : public Source {
     engine_->Submit(target_, range, std::move(buffer), dst, sink, tag);
   }
 
+  void Cancel(ReadSink* sink, uint64_t tag) override {
+    engine_->Cancel(sink, tag);
+  }
+
   HttpStats stats() const { return target_->stats.Snapshot(); }
 
  private:

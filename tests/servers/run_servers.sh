@@ -13,8 +13,9 @@
 #                    seeded keys;
 #   faultproxy.js    its control API (tests make their own listeners);
 #   rangeio-latency-relay (latency_relay.cc here, built in the build tree)
-#                    twice in front of nginx for the benchmarks: lognormal
-#                    latency (median 24 ms, sigma 0.3), and none.
+#                    three times in front of nginx for the benchmarks:
+#                    lognormal latency (median 24 ms, sigma 0.3), none, and
+#                    that lognormal with 1% of requests 10x slower.
 # It prints `export NAME=VALUE` lines and writes them to STATE_DIR/servers.env:
 #   RANGEIO_TEST_NGINX            http://127.0.0.1:PORT (root: data dir)
 #   RANGEIO_TEST_NGINX_ROOT       the data dir (tests may add files)
@@ -29,6 +30,8 @@
 #   RANGEIO_BENCH_HTTP_URL        bench.bin through the 24 ms listener
 #   RANGEIO_BENCH_HTTP_CAPACITY_URL  bench.bin through the no-latency one
 #   RANGEIO_BENCH_PROXY_PIDS      the 24 ms relay's process (CPU cost)
+#   RANGEIO_BENCH_HTTP_STRAGGLER_URL  bench.bin through the mixture one
+#                                 (bench hedge)
 # stop: ends the processes that start recorded in STATE_DIR/pids.
 #
 # The relay comes from the build tree $RANGEIO_BUILD_DIR (default: build/ in
@@ -188,6 +191,10 @@ start() {
   start_listener "$state" relay-capacity "$RELAY" --listen 0 \
     --upstream "127.0.0.1:$NGINX_PORT" --latency '{"kind":"none"}'
   local capacity=$LISTENER_PORT
+  start_listener "$state" relay-straggler "$RELAY" --listen 0 \
+    --upstream "127.0.0.1:$NGINX_PORT" \
+    --latency '{"kind":"mixture","median_ms":24,"sigma":0.3,"p":0.01,"factor":10}'
+  local straggler=$LISTENER_PORT
   trap - EXIT
 
   cat >"$state/servers.env" <<EOF
@@ -202,6 +209,7 @@ export RANGEIO_TEST_PROXY_CONTROL=http://127.0.0.1:$control
 export RANGEIO_BENCH_HTTP_URL=http://127.0.0.1:$bench/bench.bin
 export RANGEIO_BENCH_HTTP_CAPACITY_URL=http://127.0.0.1:$capacity/bench.bin
 export RANGEIO_BENCH_PROXY_PIDS=$bench_pid
+export RANGEIO_BENCH_HTTP_STRAGGLER_URL=http://127.0.0.1:$straggler/bench.bin
 EOF
   cat "$state/servers.env"
 }
