@@ -90,6 +90,10 @@ class HedgeCore final : public ReadSink,
   // The cached auto delay is recomputed every this many samples (a scan of
   // 976 buckets).
   static constexpr uint32_t kRefreshEvery = 32;
+  // A hedge that found no room is retried after delay / 4 (at least the
+  // floor): soon enough to still cut a 10x straggler's tail, rarely enough
+  // that the timer stays a small cost per outstanding read.
+  static constexpr uint64_t kRetryDivisor = 4;
 
   HedgeCore(std::shared_ptr<Source> inner, const Options& options,
             std::shared_ptr<LimiterCore> limiter,
@@ -216,18 +220,28 @@ void HedgeCore::Issue(std::span<const ReadRequest> reads, ReadSink* sink) {
   }
 }
 
+// A read whose hedge finds the budget spent or the reserve taken is looked
+// at again a little later (a straggler stays one), while it is outstanding.
 void HedgeCore::Fire(uint64_t first, uint64_t n) {
   std::vector<ReadRequest> hedges;
+  std::vector<uint64_t> later;
   uint64_t bytes = 0;
+  uint64_t retry_ns = 0;
   {
     MutexLock lk(mu_);
+    retry_ns = std::max(kFloorNanos, DelayLocked() / kRetryDivisor);
+    bool room = true;
     for (uint64_t id = first; id < first + n; ++id) {
       auto it = pending_.find(id);
       if (it == pending_.end()) continue;
       Pending& p = it->second;
       if (p.decided || p.hedged || p.range.length == 0) continue;
-      if (!BudgetAllowsLocked()) break;
-      if (!limiter_->TryAcquireHedge(p.range.length)) break;
+      room = room && BudgetAllowsLocked() &&
+             limiter_->TryAcquireHedge(p.range.length);
+      if (!room) {
+        later.push_back(id);
+        continue;
+      }
       p.hedged = true;
       p.out |= 2;
       ++hedges_;
@@ -235,6 +249,8 @@ void HedgeCore::Fire(uint64_t first, uint64_t n) {
       hedges.push_back({p.range, 2 * id + 1});
     }
   }
+  const uint64_t at = NowNanos() + retry_ns;
+  for (uint64_t id : later) HedgeTimer::Get().Add(at, weak_from_this(), id, 1);
   if (hedges.empty()) return;
   limiter_->RecordHedges(hedges.size(), 0, bytes);
   stats_->RecordHedges(hedges.size(), 0, bytes);

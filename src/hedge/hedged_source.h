@@ -7,7 +7,8 @@
 // never below kFloor, and not before kMinSamples reads have been seen. A
 // read is hedged at most once, and only while the hedges issued stay within
 // hedge-budget x the reads issued (per source handle) and the limiter's
-// hedge reserve has a permit (LimiterCore::TryAcquireHedge).
+// hedge reserve has a permit (LimiterCore::TryAcquireHedge); otherwise it
+// is tried again a quarter of the delay later while still outstanding.
 //
 // First answer wins: the first successful copy is delivered, exactly once,
 // to the caller's sink; an error is delivered only when no other copy is
