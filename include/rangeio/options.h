@@ -64,13 +64,14 @@ struct Options {
 
   // Key "hedge": re-issue a backend read still outstanding after a delay
   // and take whichever copy answers first (docs/options.md, "Hedged
-  // reads"). "off" (the default: bench hedge on this machine measured no
-  // clear enough win to turn it on for everyone, docs/benchmarks.md),
-  // "auto" (after the 98th percentile of the source's recent read latency,
-  // never below 1 ms), or a duration ("50ms", "250us", "1s"; valid
-  // 1 us..60 s). A hedge takes one of the limiter's hedge reserve permits
-  // (ceil(io_concurrency x hedge-budget), at least 1), so peak in-flight
-  // reads and retained responses stay within the budgets plus that reserve.
+  // reads"). "off" (the default: bench hedge shows the tail cut with
+  // stragglers, but local files and caches gain nothing from a second copy
+  // on the same device; docs/benchmarks.md), "auto" (after the 98th percentile
+  // of the source's recent read latency, never below 1 ms), or a duration
+  // ("50ms", "250us", "1s"; valid 1 us..60 s). A hedge takes one of the
+  // limiter's hedge reserve permits (ceil(io_concurrency x hedge-budget), at
+  // least 1), so peak in-flight reads and retained responses stay within the
+  // budgets plus that reserve.
   enum class Hedge { kOff, kAuto, kFixed };
   Hedge hedge = Hedge::kOff;
   std::chrono::microseconds hedge_after{0};  // Hedge::kFixed only
