@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <thread>
 #include <vector>
 
+#include "hedge/latency_tracker.h"
 #include "rangeio/rangeio.h"
 #include "rangeio/sim.h"
+#include "sim/latency_model.h"
 #include "support/collecting_sink.h"
 #include "support/gated_source.h"
 
@@ -66,6 +69,52 @@ TEST(HedgeOptionsTest, RejectsBadValuesNamingThem) {
   EXPECT_TRUE(o.Validate().ok());
   o.hedge_budget = 2;
   EXPECT_FALSE(o.Validate().ok());
+}
+
+// The mixture the relay and the simulated store share: the lognormal body,
+// times `factor` when the uniform draw falls under p.
+TEST(MixtureModelTest, StragglerIsTheBodyTimesTheFactor) {
+  detail::DelayModel m;
+  m.kind = detail::DelayModel::Kind::kMixture;
+  m.base = 24;
+  m.sigma = 0.3;
+  m.p = 0.01;
+  m.factor = 10;
+  auto zero = [] { return 0.0; };  // the median of the body
+  EXPECT_DOUBLE_EQ(m.Delay(
+                       0, [] { return 0.5; }, zero),
+                   24);
+  EXPECT_DOUBLE_EQ(m.Delay(
+                       0, [] { return 0.005; }, zero),
+                   240);
+  EXPECT_DOUBLE_EQ(m.Delay(
+                       0, [] { return 0.5; }, [] { return 1.0; }),
+                   24 * std::exp(0.3));
+  auto model = LatencyModel::Mixture(milliseconds(24), 0.3, 0.01, 10);
+  EXPECT_TRUE(model.Validate().ok());
+  model.factor = 0.5;
+  EXPECT_FALSE(model.Validate().ok());
+  model = LatencyModel::Mixture(milliseconds(24), 0.3, 1.5, 10);
+  EXPECT_FALSE(model.Validate().ok());
+}
+
+// The auto delay's histogram: a percentile within its bucket, and old
+// samples fading after a half-life.
+TEST(LatencyTrackerTest, PercentileAndDecay) {
+  detail::LatencyTracker t;
+  EXPECT_EQ(t.Percentile(0.98), 0u);
+  for (int i = 0; i < 98; ++i) t.Record(1'000'000);
+  for (int i = 0; i < 2; ++i) t.Record(100'000'000);
+  const uint64_t p98 = t.Percentile(0.98);
+  EXPECT_GE(p98, 1'000'000u);
+  EXPECT_LE(p98, 1'070'000u);  // 6.25% bucket error
+  EXPECT_GE(t.Percentile(0.995), 100'000'000u);
+  // A half-life of 20 ms samples: the 1 ms ones now weigh half as much.
+  for (uint32_t i = 0; i < detail::LatencyTracker::kHalfLife; ++i) {
+    t.Record(20'000'000);
+  }
+  EXPECT_LT(t.weight(), 100u + detail::LatencyTracker::kHalfLife);
+  EXPECT_GE(t.Percentile(0.5), 20'000'000u);
 }
 
 TEST(HedgeOptionsTest, ReserveIsBudgetTimesConcurrency) {

@@ -9,7 +9,9 @@
 // Thread-safety: a value; the owner locks around it.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 
 #include "rangeio/stats.h"
@@ -40,8 +42,11 @@ class LatencyTracker {
   // Upper bound of the bucket holding quantile q; 0 when empty.
   uint64_t Percentile(double q) const {
     if (weight_ == 0) return 0;
-    const auto rank =
-        static_cast<uint64_t>(q * static_cast<double>(weight_)) + 1;
+    // The smallest value with at least q of the samples at or below it (the
+    // epsilon keeps 0.98 x 100 from rounding up to 99).
+    const auto rank = std::max<uint64_t>(
+        1, static_cast<uint64_t>(
+               std::ceil(q * static_cast<double>(weight_) - 1e-9)));
     uint64_t seen = 0;
     for (int b = 0; b < LatencyHistogram::kBuckets; ++b) {
       seen += buckets_[b];
