@@ -211,11 +211,12 @@ void HedgeCore::Issue(std::span<const ReadRequest> reads, ReadSink* sink) {
       }
       delay = DelayLocked();
     }
-    // Armed before the reads go: a read that completes first leaves the
-    // deadline nothing to do.
-    if (delay != 0)
-      HedgeTimer::Get().Add(now + delay, weak_from_this(), first, k);
     inner_->ReadMany({copies.data(), k}, this);
+    // Armed once the reads are out, so no hedge reaches the backend before
+    // its primary; a read that completed meanwhile leaves it nothing to do.
+    if (delay != 0) {
+      HedgeTimer::Get().Add(now + delay, weak_from_this(), first, k);
+    }
     reads = reads.subspan(k);
   }
 }
