@@ -8,8 +8,11 @@ namespace rangeio {
 namespace detail {
 
 LimiterCore::LimiterCore(uint32_t io_concurrency, uint32_t budget_count,
-                         uint64_t budget_bytes)
-    : io_(io_concurrency), count_(budget_count), bytes_(budget_bytes) {}
+                         uint64_t budget_bytes, uint32_t hedge_reserve)
+    : io_(io_concurrency),
+      count_(budget_count),
+      bytes_(budget_bytes),
+      hedge_reserve_(hedge_reserve) {}
 
 // A pump in progress on this thread: the limiter, its reusable grant list,
 // and the reads that completed inline during its OnGrant calls.
@@ -187,11 +190,7 @@ bool LimiterCore::AdmitOneLocked(std::vector<Grant>& grants) {
   // the limiter keeps itself alive while any is retained.
   if (retained_count_++ == 0) self_ = shared_from_this();
   retained_bytes_ += cost;
-  stats_.peak_in_flight = std::max(stats_.peak_in_flight, in_flight_);
-  stats_.peak_retained_count =
-      std::max(stats_.peak_retained_count, retained_count_);
-  stats_.peak_retained_bytes =
-      std::max(stats_.peak_retained_bytes, retained_bytes_);
+  UpdatePeaksLocked();
   if (!grants.empty() && grants.back().client.get() == c &&
       grants.back().first + grants.back().n == c->next_) {
     ++grants.back().n;
@@ -212,6 +211,35 @@ bool LimiterCore::AdmitOneLocked(std::vector<Grant>& grants) {
   return !pass_full;
 }
 
+// Occupancy counts hedges in flight (see TryAcquireHedge).
+void LimiterCore::UpdatePeaksLocked() {
+  stats_.peak_in_flight = std::max(stats_.peak_in_flight, in_flight_ + hedges_);
+  stats_.peak_retained_count =
+      std::max(stats_.peak_retained_count, retained_count_ + hedges_);
+  stats_.peak_retained_bytes =
+      std::max(stats_.peak_retained_bytes, retained_bytes_ + hedge_bytes_);
+}
+
+bool LimiterCore::TryAcquireHedge(uint64_t bytes) {
+  MutexLock lk(mu_);
+  if (hedges_ >= hedge_reserve_) return false;
+  ++hedges_;
+  hedge_bytes_ += bytes;
+  UpdatePeaksLocked();
+  return true;
+}
+
+void LimiterCore::ReleaseHedge(uint64_t bytes) {
+  MutexLock lk(mu_);
+  --hedges_;
+  hedge_bytes_ -= bytes;
+}
+
+void LimiterCore::RecordHedges(uint64_t issued, uint64_t won, uint64_t bytes) {
+  MutexLock lk(mu_);
+  StatsRecorder::AddHedges(&stats_, issued, won, bytes);
+}
+
 void LimiterCore::ApplyInlineDoneLocked(PumpFrame& f) {
   const uint64_t n = f.done_latency_ns.size();
   if (n == 0) return;
@@ -226,9 +254,9 @@ void LimiterCore::ApplyInlineDoneLocked(PumpFrame& f) {
 Stats LimiterCore::GetStats() const {
   MutexLock lk(mu_);
   Stats s = stats_;
-  s.in_flight = in_flight_;
-  s.retained_count = retained_count_;
-  s.retained_bytes = retained_bytes_;
+  s.in_flight = in_flight_ + hedges_;
+  s.retained_count = retained_count_ + hedges_;
+  s.retained_bytes = retained_bytes_ + hedge_bytes_;
   s.waiting_streams = queue_.size();
   return s;
 }
@@ -239,7 +267,7 @@ Result<std::shared_ptr<Limiter>> Limiter::Make(const Options& options) {
   RANGEIO_RETURN_NOT_OK(options.Validate());
   auto core = std::make_shared<detail::LimiterCore>(
       options.io_concurrency, options.EffectiveResponseBudgetCount(),
-      options.response_budget_bytes);
+      options.response_budget_bytes, options.HedgeReserve());
   return std::shared_ptr<Limiter>(new Limiter(std::move(core)));
 }
 

@@ -87,8 +87,9 @@ class PermitClient {
 
 class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
  public:
+  // `hedge_reserve`: permits for hedged reads only (Options::HedgeReserve).
   LimiterCore(uint32_t io_concurrency, uint32_t budget_count,
-              uint64_t budget_bytes);
+              uint64_t budget_bytes, uint32_t hedge_reserve = 1);
 
   uint32_t io_concurrency() const { return io_; }
   uint32_t budget_count() const { return count_; }
@@ -115,6 +116,18 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
   void ReturnUnused(uint64_t bytes) EXCLUDES(mu_);
   void RecordDelivered(uint64_t ranges, uint64_t bytes, uint64_t cancelled)
       EXCLUDES(mu_);
+
+  // A hedge (src/hedge/) takes one of the hedge_reserve permits, which
+  // also stands for its response of `bytes`, outside the I/O permits and
+  // the response budget, so hedges never delay admission and admission
+  // never blocks a hedge: occupancy peaks at the budgets plus the reserve.
+  // False (no hedge) when the reserve is all taken.
+  bool TryAcquireHedge(uint64_t bytes) EXCLUDES(mu_);
+  // Both copies of a hedged read are out of the backend.
+  void ReleaseHedge(uint64_t bytes) EXCLUDES(mu_);
+  void RecordHedges(uint64_t issued, uint64_t won, uint64_t bytes)
+      EXCLUDES(mu_);
+  uint32_t hedge_reserve() const { return hedge_reserve_; }
 
   Stats GetStats() const EXCLUDES(mu_);
 
@@ -148,12 +161,16 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
   void Pump() REQUIRES(mu_);
   // Takes the next grant off the queue; false when nothing (more) fits.
   bool AdmitOneLocked(std::vector<Grant>& grants) REQUIRES(mu_);
+  void UpdatePeaksLocked() REQUIRES(mu_);
 
   const uint32_t io_;
   const uint32_t count_;
   const uint64_t bytes_;
+  const uint32_t hedge_reserve_;
 
   mutable Mutex mu_;
+  uint64_t hedges_ GUARDED_BY(mu_) = 0;  // hedge reserve permits taken
+  uint64_t hedge_bytes_ GUARDED_BY(mu_) = 0;
   std::deque<std::shared_ptr<PermitClient>> queue_ GUARDED_BY(mu_);
   uint64_t in_flight_ GUARDED_BY(mu_) = 0;
   uint64_t retained_count_ GUARDED_BY(mu_) = 0;

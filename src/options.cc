@@ -1,5 +1,6 @@
 #include "rangeio/options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -23,7 +24,9 @@ constexpr int64_t kMaxStallTimeoutMs = 86'400'000;
 constexpr const char* kKeys =
     "read-thread-num, response-budget-count, response-budget-bytes, "
     "response-stall-timeout-ms, planner, coalesce, coalesce-gap, "
-    "max-overread-ratio, max-merged-bytes, split-bytes";
+    "max-overread-ratio, max-merged-bytes, split-bytes, hedge, hedge-budget";
+// A fixed hedge delay: 1 us..60 s (a delay past a minute is a deadline).
+constexpr int64_t kMaxHedgeAfterUs = 60'000'000;
 
 Status Invalid(std::string_view key, std::string_view value,
                std::string_view valid) {
@@ -95,6 +98,63 @@ Status ParsePlannerField(const std::string& key, const std::string& value,
   return Status::OK();
 }
 
+// "50ms", "2.5ms", "250us", "1s" into microseconds; false if malformed.
+bool ParseDuration(std::string_view s, int64_t* us) {
+  size_t n = 0;
+  while (n < s.size() && ((s[n] >= '0' && s[n] <= '9') || s[n] == '.')) ++n;
+  const std::string number(s.substr(0, n));
+  const std::string_view unit = s.substr(n);
+  double scale = 0;
+  if (unit == "us") {
+    scale = 1;
+  } else if (unit == "ms") {
+    scale = 1e3;
+  } else if (unit == "s") {
+    scale = 1e6;
+  } else {
+    return false;
+  }
+  char* end = nullptr;
+  const double v = std::strtod(number.c_str(), &end);
+  if (number.empty() || end != number.c_str() + number.size() ||
+      !std::isfinite(v) || v * scale > 1e15) {
+    return false;
+  }
+  *us = std::llround(v * scale);
+  return true;
+}
+
+Status ParseHedge(const std::string& value, Options* o) {
+  if (value == "off" || value == "auto") {
+    o->hedge = value == "off" ? Options::Hedge::kOff : Options::Hedge::kAuto;
+    return Status::OK();
+  }
+  int64_t us = 0;
+  if (!ParseDuration(value, &us)) {
+    return Invalid("hedge", value,
+                   "valid off, auto, or a duration such as 50ms, 250us, 1s");
+  }
+  if (us < 1 || us > kMaxHedgeAfterUs) {
+    return Invalid("hedge", value, "a fixed hedge delay is valid 1us..60s");
+  }
+  o->hedge = Options::Hedge::kFixed;
+  o->hedge_after = std::chrono::microseconds(us);
+  return Status::OK();
+}
+
+Status ParseHedgeBudget(const std::string& value, double* out) {
+  char* end = nullptr;
+  const double b = std::strtod(value.c_str(), &end);
+  if (value.empty() || end != value.c_str() + value.size() ||
+      !std::isfinite(b)) {
+    return Invalid("hedge-budget", value, "a number 0..1 is expected");
+  }
+  if (!(b >= 0.0 && b <= 1.0))
+    return Invalid("hedge-budget", value, "valid 0..1");
+  *out = b;
+  return Status::OK();
+}
+
 bool IsPlannerField(const std::string& key) {
   return key == "coalesce" || key == "coalesce-gap" ||
          key == "max-overread-ratio" || key == "max-merged-bytes" ||
@@ -118,8 +178,21 @@ Status Options::Validate() const {
                    std::to_string(response_stall_timeout.count()),
                    "valid 1.." + std::to_string(kMaxStallTimeoutMs) + " ms");
   }
+  if (hedge == Hedge::kFixed &&
+      (hedge_after.count() < 1 || hedge_after.count() > kMaxHedgeAfterUs)) {
+    return Invalid("hedge", std::to_string(hedge_after.count()) + "us",
+                   "a fixed hedge delay is valid 1us..60s");
+  }
+  if (!(hedge_budget >= 0.0 && hedge_budget <= 1.0)) {
+    return Invalid("hedge-budget", std::to_string(hedge_budget), "valid 0..1");
+  }
   if (planner) return planner->Validate();
   return Status::OK();
+}
+
+uint32_t Options::HedgeReserve() const {
+  const double r = std::ceil(io_concurrency * hedge_budget);
+  return std::max<uint32_t>(1, static_cast<uint32_t>(r));
 }
 
 Result<Options> Options::Parse(const std::map<std::string, std::string>& kv) {
@@ -166,6 +239,10 @@ Result<Options> Options::Parse(const std::map<std::string, std::string>& kv) {
           key, value, ParseU64, "an integer 1..86400000 (ms) is expected", 1,
           kMaxStallTimeoutMs, " ms", &n));
       o.response_stall_timeout = std::chrono::milliseconds(n);
+    } else if (key == "hedge") {
+      RANGEIO_RETURN_NOT_OK(ParseHedge(value, &o));
+    } else if (key == "hedge-budget") {
+      RANGEIO_RETURN_NOT_OK(ParseHedgeBudget(value, &o.hedge_budget));
     } else {
       return Status::InvalidArgument("unknown option '" + ForeignText(key) +
                                      "' (known: " + kKeys + ")");
@@ -202,7 +279,12 @@ std::string Options::ToString() const {
   o << "read-thread-num=" << io_concurrency
     << ",response-budget-count=" << response_budget_count
     << ",response-budget-bytes=" << response_budget_bytes
-    << ",response-stall-timeout-ms=" << response_stall_timeout.count();
+    << ",response-stall-timeout-ms=" << response_stall_timeout.count()
+    << ",hedge="
+    << (hedge == Hedge::kOff    ? std::string("off")
+        : hedge == Hedge::kAuto ? std::string("auto")
+                                : std::to_string(hedge_after.count()) + "us")
+    << ",hedge-budget=" << hedge_budget;
   if (planner) o << "," << planner->ToString();
   return o.str();
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "buffer_pool.h"
+#include "hedge/hedged_source.h"
 #include "limiter_core.h"
 #include "rangeio/local_file.h"
 #include "rangeio/planner.h"
@@ -71,6 +72,11 @@ Result<Reader> Reader::Open(std::shared_ptr<Source> source,
   r.limiter_ = std::move(limiter);
   r.stats_ = std::make_shared<detail::StatsRecorder>();
   r.options_ = options;
+  r.read_source_ = r.source_;
+  if (options.hedge != Options::Hedge::kOff) {
+    r.read_source_ = detail::MakeHedgedSource(
+        r.source_, options, detail::LimiterAccess::Core(*r.limiter_), r.stats_);
+  }
   return r;
 }
 
@@ -141,7 +147,7 @@ Result<RangeStream> ReaderAccess::ReadRanges(const Reader& reader,
                                              std::span<const ByteRange> ranges,
                                              Delivery delivery,
                                              Scheduling scheduling) {
-  const std::shared_ptr<Source>& source = reader.source_;
+  const std::shared_ptr<Source>& source = reader.read_source_;
   RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, source->Size());
   RANGEIO_RETURN_NOT_OK(CheckRanges(ranges, size, source->name()));
   const PlannerOptions planner = reader.options_.planner

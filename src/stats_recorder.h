@@ -21,6 +21,11 @@ class StatsRecorder {
     MutexLock lk(mu_);
     AddDelivered(&s_, ranges, bytes, cancelled);
   }
+  void RecordHedges(uint64_t issued, uint64_t won, uint64_t bytes)
+      EXCLUDES(mu_) {
+    MutexLock lk(mu_);
+    AddHedges(&s_, issued, won, bytes);
+  }
   Stats Snapshot() const EXCLUDES(mu_) {
     MutexLock lk(mu_);
     return s_;
@@ -40,6 +45,12 @@ class StatsRecorder {
     s->ranges_delivered += ranges;
     s->logical_bytes += bytes;
     s->reads_cancelled += cancelled;
+  }
+  static void AddHedges(Stats* s, uint64_t issued, uint64_t won,
+                        uint64_t bytes) {
+    s->hedges_issued += issued;
+    s->hedges_won += won;
+    s->hedged_bytes += bytes;
   }
 
  private:

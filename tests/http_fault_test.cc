@@ -11,9 +11,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #include "rangeio/rangeio.h"
+#include "support/collecting_sink.h"
 #include "support/http_servers.h"
 #include "support/http_test_util.h"
 #include "support/test_util.h"
@@ -285,6 +287,30 @@ TEST(HttpFaultTest, OverallDeadlineBoundsRetries) {
   EXPECT_THAT(bytes.status().message(), HasSubstr("deadline of 800 ms"));
   EXPECT_LT(took, ms(1500));
   EXPECT_GE(GetHttpStats(*f->source)->retries_throttled, 2u);
+}
+
+// Source::Cancel (a hedge's loser): the transfer leaves the multi handle
+// and the read completes with Cancelled long before the proxy's 20 s delay.
+TEST(HttpFaultTest, CancelEndsATransferInFlight) {
+  RANGEIO_NEED_SERVERS(s);
+  auto f = Behind(s, HttpBackend::kNginx, json::array(), RetryingOptions(),
+                  {{"kind", "fixed"}, {"ms", 20'000}});
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  testing::CollectingSink sink;
+  f->source->Read({10, 100}, &sink, 1);
+  f->source->Cancel(&sink, 2);  // unknown: ignored
+  // Wait until the request is at the proxy, so the transfer is on the wire.
+  for (int i = 0; i < 500 && Requests(f->proxy) == 0; ++i) {
+    std::this_thread::sleep_for(ms(10));
+  }
+  ASSERT_EQ(Requests(f->proxy), 1u);
+  f->source->Cancel(&sink, 1);
+  ASSERT_TRUE(sink.WaitFor(1, ms(5000))) << "the cancelled read did not end";
+  EXPECT_EQ(sink.Get(1).bytes.status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(sink.duplicates(), 0u);
+  const HttpStats st = *GetHttpStats(*f->source);
+  EXPECT_EQ(st.reads_failed, 0u);  // a cancelled read is not a failure
+  EXPECT_EQ(st.reads_ok, 0u);
 }
 
 }  // namespace

@@ -34,6 +34,7 @@ int RunBench(const std::vector<std::string>& scenarios,
                : s == "local"     ? rangeio::bench::RunLocal(bo)
                : s == "http"      ? rangeio::bench::RunHttp(bo)
                : s == "soak"      ? rangeio::bench::RunSoak(bo)
+               : s == "hedge"     ? rangeio::bench::RunHedge(bo)
                                   : rangeio::bench::RunBlob(bo);
     rangeio::bench::Progress::Get().Done();
     if (!rep.ok()) return Fail("bench " + s, rep.status());
@@ -181,10 +182,16 @@ int Main(int argc, char** argv) {
                   "Runs of each row, in rotating order, each on its own "
                   "random sequence (rates: the rounds' median)")
       ->check(CLI::Range(1, 1000));
-  for (CLI::App* sub : {straggler, hot, coalesce, local, http, blob, url}) {
+  CLI::App* hedge = bench->add_subcommand(
+      "hedge",
+      "Hedged reads vs a straggler tail: sim, then HTTP via the relay");
+  hedge->add_option("--url", bo.url,
+                    "default $RANGEIO_BENCH_HTTP_STRAGGLER_URL");
+  for (CLI::App* sub :
+       {straggler, hot, coalesce, local, http, blob, url, hedge}) {
     sub->add_flag("--quiet,-q", quiet, "No progress line on stderr");
   }
-  for (CLI::App* sub : {straggler, hot, coalesce, http, blob}) {
+  for (CLI::App* sub : {straggler, hot, coalesce, http, blob, hedge}) {
     sub->add_option("--json", json_path,
                     "Also write the figures as JSON to this file");
     sub->add_option("--rounds", bo.rounds,
@@ -231,6 +238,7 @@ int Main(int argc, char** argv) {
     uo.local_threads_set = o->local_threads_set;
     scenarios.push_back("url");
   }
+  if (hedge->parsed()) scenarios.push_back("hedge");
   if (scenarios.empty()) {
     // The embedded-defaults run: every scenario that needs no servers.
     scenarios = {"straggler", "hot-cache", "coalesce", "local"};

@@ -128,6 +128,7 @@ Result<Report> RunCoalesce(const BenchOptions& options);
 Result<Report> RunLocal(const BenchOptions& options);
 Result<Report> RunHttp(const BenchOptions& options);
 Result<Report> RunBlob(const BenchOptions& options);
+Result<Report> RunHedge(const BenchOptions& options);
 Result<Report> RunSoak(const BenchOptions& options);
 Result<Report> RunUrl(const UrlBenchOptions& options);
 

@@ -62,6 +62,29 @@ struct Options {
   // makes, short enough that a consumer that keeps every slice sees its bug.
   std::chrono::milliseconds response_stall_timeout{10'000};
 
+  // Key "hedge": re-issue a backend read still outstanding after a delay
+  // and take whichever copy answers first (docs/options.md, "Hedged
+  // reads"). "off" (the default: bench hedge shows the tail cut with
+  // stragglers, but local files and caches gain nothing from a second copy
+  // on the same device; docs/benchmarks.md), "auto" (after the 98th percentile
+  // of the source's recent read latency, never below 1 ms), or a duration
+  // ("50ms", "250us", "1s"; valid 1 us..60 s). A hedge takes one of the
+  // limiter's hedge reserve permits (ceil(io_concurrency x hedge-budget), at
+  // least 1), so peak in-flight reads and retained responses stay within the
+  // budgets plus that reserve.
+  enum class Hedge { kOff, kAuto, kFixed };
+  Hedge hedge = Hedge::kOff;
+  std::chrono::microseconds hedge_after{0};  // Hedge::kFixed only
+
+  // Key "hedge-budget": the largest fraction of extra backend reads that
+  // hedges may add, per source handle. Valid 0..1. 0.05: the 5% extra
+  // reads that "The Tail at Scale" (Dean & Barroso) budgets for hedging.
+  static constexpr double kDefaultHedgeBudget = 0.05;
+  double hedge_budget = kDefaultHedgeBudget;
+
+  // The limiter's reserve of hedge permits for these options.
+  uint32_t HedgeReserve() const;
+
   // response_budget_count with 0 resolved to 2 x io_concurrency.
   uint32_t EffectiveResponseBudgetCount() const {
     return response_budget_count != 0 ? response_budget_count

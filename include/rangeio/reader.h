@@ -128,6 +128,8 @@ class Reader {
   friend struct detail::ReaderAccess;  // the stream builder (src/)
   Reader() = default;
   std::shared_ptr<Source> source_;
+  // What streams read: source_, or source_ behind hedging (Options::hedge).
+  std::shared_ptr<Source> read_source_;
   std::shared_ptr<Limiter> limiter_;
   std::shared_ptr<detail::StatsRecorder> stats_;
   Options options_;

@@ -26,6 +26,8 @@ struct LatencyModel {
                    // `slow` when n % every == every - 1, else `base`
     kProbability,  // each read takes `slow` with probability p, else `base`
     kLognormal,    // median `base`, log-space standard deviation `sigma`
+    kMixture,      // kLognormal, and with probability p a straggler that
+                   // takes `factor` times as long (S3-like tails)
   };
   Kind kind = Kind::kFixed;
   std::chrono::nanoseconds base{std::chrono::milliseconds(1)};
@@ -33,6 +35,7 @@ struct LatencyModel {
   uint64_t every = 64;
   double p = 0.0;
   double sigma = 0.5;
+  double factor = 10.0;  // kMixture only
   // Transfer time added per byte read: 0 = infinite bandwidth.
   uint64_t bytes_per_second = 0;
   uint64_t seed = 42;
@@ -45,6 +48,8 @@ struct LatencyModel {
   static LatencyModel Probability(std::chrono::nanoseconds base,
                                   std::chrono::nanoseconds slow, double p);
   static LatencyModel Lognormal(std::chrono::nanoseconds median, double sigma);
+  static LatencyModel Mixture(std::chrono::nanoseconds median, double sigma,
+                              double p, double factor);
 };
 
 // The byte the simulated store holds at `offset`.

@@ -97,6 +97,20 @@ class Source {
     for (const ReadRequest& r : reads) Read(r.range, sink, r.tag);
   }
 
+  // Asks the backend to abandon the read it accepted as (sink, tag), whose
+  // result is no longer wanted (a hedged read's loser). Best effort and
+  // never blocking: a backend that can still stop it (a timer not yet due,
+  // a transfer on the wire, a read still queued) completes it at once with
+  // a Cancelled status and frees its buffer; one that cannot, or a read
+  // already finished, completes as usual. Either way the sink is called
+  // exactly once, possibly inside Cancel (the caller holds no lock its
+  // sink takes). An unknown (sink, tag) is ignored. The default does
+  // nothing: the read completes in its own time.
+  virtual void Cancel(ReadSink* sink, uint64_t tag) {
+    (void)sink;
+    (void)tag;
+  }
+
   // How a Reader plans reads of this source unless Options::planner says
   // otherwise: the preset that suits the storage behind it. The default,
   // PlannerOptions::None(), reads each range as requested. Callers include

@@ -58,7 +58,17 @@ struct Stats {
   uint64_t reads_cancelled = 0;
   LatencyHistogram read_latency;  // submit to completion, per backend read
 
+  // Hedged reads (Options::hedge; the backend reads above count each
+  // hedged read once, as the stream saw it): second copies issued of reads
+  // still outstanding, how many of them answered first, and the bytes they
+  // asked for again (a loser cancelled in flight moves fewer).
+  uint64_t hedges_issued = 0;
+  uint64_t hedges_won = 0;
+  uint64_t hedged_bytes = 0;
+
   // Limiter only (zero in a Reader's stats): current and peak occupancy.
+  // Hedges in flight count here too: at most the limiter's hedge reserve
+  // on top of io_concurrency and the response budget (Options::hedge).
   uint64_t in_flight = 0;
   uint64_t peak_in_flight = 0;
   uint64_t retained_count = 0;

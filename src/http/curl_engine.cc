@@ -115,10 +115,21 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     WakeLoop();
   }
 
-  void Cancel(const ReadSink* sink) EXCLUDES(mu_) {
+  // Source::CancelReads: every read of `sink` the loop runs or waits to
+  // retry ends with Cancelled.
+  void CancelAll(const ReadSink* sink) EXCLUDES(mu_) {
     {
       MutexLock lk(mu_);
-      cancels_.push_back(sink);
+      cancels_.push_back({sink, std::nullopt});
+    }
+    WakeLoop();
+  }
+
+  // Source::Cancel: the loop drops the read (sink, tag) if still active.
+  void Cancel(const ReadSink* sink, uint64_t tag) EXCLUDES(mu_) {
+    {
+      MutexLock lk(mu_);
+      cancels_.push_back({sink, tag});
     }
     WakeLoop();
   }
@@ -138,6 +149,12 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     std::unique_ptr<Transfer> transfer;
     Result<Slice> result;
   };
+  // A cancel asked of the loop: one read (sink, tag), or with no tag every
+  // read of the sink.
+  struct CancelRequest {
+    const ReadSink* sink;
+    std::optional<uint64_t> tag;
+  };
   struct Wake {
     uint64_t at;
     Transfer* t;
@@ -153,7 +170,7 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     std::vector<epoll_event> events(kMaxEvents);
     for (;;) {
       std::vector<std::unique_ptr<Transfer>> incoming;
-      std::vector<const ReadSink*> cancels;
+      std::vector<CancelRequest> cancels;
       {
         MutexLock lk(mu_);
         incoming.swap(incoming_);
@@ -164,9 +181,17 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
       // Cancels first: they are for reads submitted before them, and a
       // sink's address may already belong to a new stream's reads that
       // are among `incoming`.
-      if (!cancels.empty()) CancelTransfers(cancels);
+      std::vector<const ReadSink*> whole;
+      for (const CancelRequest& c : cancels) {
+        if (!c.tag) whole.push_back(c.sink);
+      }
+      if (!whole.empty()) CancelTransfers(whole);
       uint64_t now = NowNanos();
       for (auto& t : incoming) Start(std::move(t), now);
+      // One read's cancel (a hedge's loser) may be for a read just started.
+      for (const CancelRequest& c : cancels) {
+        if (c.tag) CancelTransfer(c.sink, *c.tag);
+      }
       RunDueTimer();
       Reap();
       now = NowNanos();
@@ -490,13 +515,35 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     }
   }
 
+  // Removes the transfer of (sink, tag) from the multi handle (or from the
+  // retry heap) and completes it with Cancelled; its buffer goes with it.
+  void CancelTransfer(const ReadSink* sink, uint64_t tag) {
+    auto it = std::find_if(active_.begin(), active_.end(), [&](const auto& t) {
+      return t->sink == sink && t->tag == tag;
+    });
+    if (it == active_.end()) return;  // done already, or never submitted
+    Transfer* t = it->get();
+    if (!t->waiting) {
+      curl_multi_remove_handle(multi_, t->easy);
+    } else {
+      std::vector<Wake> keep;
+      for (; !retry_heap_.empty(); retry_heap_.pop()) {
+        if (retry_heap_.top().t != t) keep.push_back(retry_heap_.top());
+      }
+      for (const Wake& w : keep) retry_heap_.push(w);
+    }
+    Complete(t, Status::Cancelled(t->What() + ": cancelled"));
+  }
+
   // Takes `t` out of the loop; its sink is called by DeliverDone.
   void Complete(Transfer* t, Result<Slice> result) {
     const uint64_t latency = NowNanos() - t->start_ns;
     const bool ok = result.ok();
     const bool probe = t->size_probe;
+    const bool cancelled =
+        !ok && result.status().code() == StatusCode::kCancelled;
     t->target->stats.Update([&](HttpStats& s) {
-      if (probe) return;
+      if (probe || cancelled) return;
       ok ? ++s.reads_ok : ++s.reads_failed;
       s.latency.Record(latency);
     });
@@ -536,7 +583,7 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
 
   Mutex mu_;
   std::vector<std::unique_ptr<Transfer>> incoming_ GUARDED_BY(mu_);
-  std::vector<const ReadSink*> cancels_ GUARDED_BY(mu_);
+  std::vector<CancelRequest> cancels_ GUARDED_BY(mu_);
   std::multiset<uint32_t> pools_ GUARDED_BY(mu_);
   bool config_dirty_ GUARDED_BY(mu_) = false;
   bool stop_ GUARDED_BY(mu_) = false;
@@ -584,7 +631,11 @@ void CurlEngine::Unregister(uint32_t max_connections) {
 
 bool CurlEngine::OnLoopThread() const { return core_->OnLoopThread(); }
 
-void CurlEngine::Cancel(const ReadSink* sink) { core_->Cancel(sink); }
+void CurlEngine::CancelAll(const ReadSink* sink) { core_->CancelAll(sink); }
+
+void CurlEngine::Cancel(const ReadSink* sink, uint64_t tag) {
+  core_->Cancel(sink, tag);
+}
 
 void CurlEngine::Submit(std::shared_ptr<HttpTarget> target, ByteRange range,
                         Slice buffer, std::byte* dst, ReadSink* sink,

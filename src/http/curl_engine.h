@@ -142,8 +142,11 @@ class CurlEngine {
 
   // Aborts the transfers of `sink` the loop runs or waits to retry: each
   // completes with Cancelled, its connection closed. Reads submitted after
-  // this call are not affected.
-  void Cancel(const ReadSink* sink);
+  // this call are not affected (Source::CancelReads).
+  void CancelAll(const ReadSink* sink);
+  // The read submitted as (sink, tag), if the loop still has it, leaves the
+  // multi handle and completes with Cancelled (Source::Cancel).
+  void Cancel(const ReadSink* sink, uint64_t tag);
 
   // True on the loop thread (where blocking on a read would deadlock).
   bool OnLoopThread() const;

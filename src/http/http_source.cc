@@ -114,7 +114,11 @@ class HttpSource final : public Source {
            " connections (libcurl)";
   }
 
-  void CancelReads(ReadSink* sink) override { engine_->Cancel(sink); }
+  void CancelReads(ReadSink* sink) override { engine_->CancelAll(sink); }
+
+  void Cancel(ReadSink* sink, uint64_t tag) override {
+    engine_->Cancel(sink, tag);
+  }
 
   HttpStats stats() const { return target_->stats.Snapshot(); }
 

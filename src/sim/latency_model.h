@@ -51,6 +51,8 @@ struct DelayModel {
     kEveryKth,     // request n takes `slow` when n % every == every - 1
     kProbability,  // each request takes `slow` with probability p
     kLognormal,    // median `base`, log-space standard deviation `sigma`
+    kMixture,      // kLognormal, then x `factor` with probability p: a
+                   // lognormal body with a straggler tail (issue 17)
   };
   Kind kind = Kind::kFixed;
   double base = 0;
@@ -58,6 +60,7 @@ struct DelayModel {
   uint64_t every = 1;  // >= 1
   double p = 0;
   double sigma = 0;
+  double factor = 1;  // kMixture's straggler multiplier
 
   // The delay of request n (0-based, in submission order). `uniform()`
   // returns doubles uniform in [0, 1) and `normal()` standard normal ones;
@@ -73,6 +76,10 @@ struct DelayModel {
         return uniform() < p ? slow : base;
       case Kind::kLognormal:
         return base * std::exp(sigma * normal());
+      case Kind::kMixture: {
+        const double body = base * std::exp(sigma * normal());
+        return uniform() < p ? body * factor : body;
+      }
     }
     return base;
   }

@@ -2,10 +2,11 @@
 // model, all driven by one timer thread per source.
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <queue>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -61,6 +62,14 @@ Status LatencyModel::Validate() const {
         "latency model probability: p=" + std::to_string(p) +
         " is invalid, valid 0..1");
   }
+  if (kind == Kind::kMixture &&
+      !(p >= 0.0 && p <= 1.0 && factor >= 1.0 && factor <= 1e6 &&
+        sigma >= 0.0 && sigma <= 10.0)) {
+    return Status::InvalidArgument(
+        "latency model mixture: p=" + std::to_string(p) + ", factor=" +
+        std::to_string(factor) + ", sigma=" + std::to_string(sigma) +
+        " is invalid: valid p 0..1, factor 1..1e6, sigma 0..10");
+  }
   if (kind == Kind::kLognormal && !(sigma >= 0.0 && sigma <= 10.0)) {
     return Status::InvalidArgument(
         "latency model lognormal: sigma=" + std::to_string(sigma) +
@@ -104,6 +113,15 @@ LatencyModel LatencyModel::Lognormal(std::chrono::nanoseconds median,
   return m;
 }
 
+LatencyModel LatencyModel::Mixture(std::chrono::nanoseconds median,
+                                   double sigma, double p, double factor) {
+  LatencyModel m = Lognormal(median, sigma);
+  m.kind = Kind::kMixture;
+  m.p = p;
+  m.factor = factor;
+  return m;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -123,12 +141,16 @@ detail::DelayModel ToDelayModel(const LatencyModel& m) {
     case LatencyModel::Kind::kLognormal:
       d.kind = detail::DelayModel::Kind::kLognormal;
       break;
+    case LatencyModel::Kind::kMixture:
+      d.kind = detail::DelayModel::Kind::kMixture;
+      break;
   }
   d.base = static_cast<double>(m.base.count());
   d.slow = static_cast<double>(m.slow.count());
   d.every = m.every;
   d.p = m.p;
   d.sigma = m.sigma;
+  d.factor = m.factor;
   return d;
 }
 
@@ -159,10 +181,29 @@ class Timer : public std::enable_shared_from_this<Timer> {
     {
       detail::MutexLock lk(mu_);
       p.seq = seq_++;
-      wake = heap_.empty() || p.deadline < heap_.top().deadline;
-      heap_.push(p);
+      wake = heap_.empty() || p.deadline < heap_.front().deadline;
+      heap_.push_back(p);
+      std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
     }
     if (wake) cv_.NotifyOne();
+  }
+
+  // Drops the timer of (sink, tag) if it is still pending and completes
+  // that read at once with Cancelled; false if it is not pending (done, or
+  // never added). O(pending reads): a hedge's loser, not a hot path.
+  bool Cancel(ReadSink* sink, uint64_t tag) EXCLUDES(mu_) {
+    {
+      detail::MutexLock lk(mu_);
+      auto it = std::find_if(heap_.begin(), heap_.end(), [&](const Pending& p) {
+        return p.sink == sink && p.tag == tag;
+      });
+      if (it == heap_.end()) return false;
+      *it = heap_.back();
+      heap_.pop_back();
+      std::make_heap(heap_.begin(), heap_.end(), std::greater<>());
+    }
+    sink->OnReadDone(tag, Status::Cancelled("simulated read cancelled"));
+    return true;
   }
 
   void Stop() EXCLUDES(mu_) {
@@ -195,7 +236,7 @@ class Timer : public std::enable_shared_from_this<Timer> {
         cv_.Wait(lk);
         continue;
       }
-      const Clock::time_point due = heap_.top().deadline;
+      const Clock::time_point due = heap_.front().deadline;
       const Clock::time_point now = Clock::now();
       if (now < due - kSpinWindow) {
         cv_.WaitFor(lk, due - kSpinWindow - now);
@@ -209,8 +250,9 @@ class Timer : public std::enable_shared_from_this<Timer> {
         lk.Lock();
         continue;
       }
-      Pending p = heap_.top();
-      heap_.pop();
+      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
+      Pending p = heap_.back();
+      heap_.pop_back();
       lk.Unlock();
       std::byte* dst = nullptr;
       // An allocation failure is the read's error: nothing may escape this
@@ -225,8 +267,8 @@ class Timer : public std::enable_shared_from_this<Timer> {
 
   detail::Mutex mu_;
   detail::CondVar cv_;
-  std::priority_queue<Pending, std::vector<Pending>, std::greater<>> heap_
-      GUARDED_BY(mu_);
+  // A min-heap (std::push_heap with std::greater) that Cancel can search.
+  std::vector<Pending> heap_ GUARDED_BY(mu_);
   uint64_t seq_ GUARDED_BY(mu_) = 0;
   bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
@@ -259,6 +301,10 @@ class SimulatedSource final : public Source {
     }
     const auto deadline = Clock::now() + NextLatency(range.length);
     timer_->Add({deadline, 0, range, sink, tag});
+  }
+
+  void Cancel(ReadSink* sink, uint64_t tag) override {
+    timer_->Cancel(sink, tag);
   }
 
  private:

@@ -225,6 +225,25 @@ class Ring : public std::enable_shared_from_this<Ring> {
     if (wake) Wake();
   }
 
+  // Source::Cancel: a read still queued for a slot is dropped and completed
+  // with Cancelled; one already in the kernel completes as usual (a local
+  // read is over in microseconds: its result is dropped by the caller).
+  void Cancel(ReadSink* sink, uint64_t tag) EXCLUDES(mu_) {
+    LocalRead r;
+    {
+      MutexLock lk(mu_);
+      auto it = std::find_if(
+          pending_.begin(), pending_.end(),
+          [&](const LocalRead& p) { return p.sink == sink && p.tag == tag; });
+      if (it == pending_.end()) return;
+      r = std::move(*it);
+      pending_.erase(it);
+    }
+    r.buffer.Reset();
+    sink->OnReadDone(tag, Status::Cancelled("io_uring read of '" +
+                                            file_->path() + "' cancelled"));
+  }
+
   // Stops the ring thread once every queued and in-flight read has
   // completed. Call once.
   void Shutdown() EXCLUDES(mu_) {
@@ -538,6 +557,10 @@ class UringFile final : public Source {
       return;
     }
     ring_->Submit(std::move(r));
+  }
+
+  void Cancel(ReadSink* sink, uint64_t tag) override {
+    ring_->Cancel(sink, tag);
   }
 
   std::string Describe() const override { return ring_->Describe(try_inline_); }

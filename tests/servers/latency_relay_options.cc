@@ -29,7 +29,7 @@ DelayModel ParseLatency(const std::string& text) {
   if (!j.contains("kind") || !j["kind"].is_string()) {
     Die(where +
         ": needs a string \"kind\" (none, fixed, every, random, "
-        "lognormal)");
+        "lognormal, mixture)");
   }
   const std::string kind = j["kind"];
   // A non-negative number field; every field a kind names is required.
@@ -66,9 +66,17 @@ DelayModel ParseLatency(const std::string& text) {
     m.kind = DelayModel::Kind::kLognormal;
     m.base = number("median_ms");
     m.sigma = number("sigma");
+  } else if (kind == "mixture") {
+    m.kind = DelayModel::Kind::kMixture;
+    m.base = number("median_ms");
+    m.sigma = number("sigma");
+    m.p = number("p");
+    if (m.p > 1) Die(where + ": \"p\" is a probability, at most 1");
+    m.factor = number("factor");
+    if (m.factor < 1) Die(where + ": \"factor\" must be at least 1");
   } else {
     Die(where + ": unknown kind \"" + kind +
-        "\" (none, fixed, every, random, lognormal)");
+        "\" (none, fixed, every, random, lognormal, mixture)");
   }
   return m;
 }

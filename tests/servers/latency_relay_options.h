@@ -15,6 +15,9 @@
 //                                                            when n % k == k-1
 //   {"kind": "random", "p": 0.01, "base_ms": 1, "slow_ms": 100}
 //   {"kind": "lognormal", "median_ms": 24, "sigma": 0.3}
+//   {"kind": "mixture", "median_ms": 24, "sigma": 0.3, "p": 0.01,
+//    "factor": 10}         lognormal, x factor with probability p (the
+//                          relay's only; faultproxy.js has no mixture)
 #pragma once
 
 #include <sys/socket.h>

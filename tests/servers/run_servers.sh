@@ -13,8 +13,9 @@
 #                    seeded keys;
 #   faultproxy.js    its control API (tests make their own listeners);
 #   rangeio-latency-relay (latency_relay.cc here, built in the build tree)
-#                    twice in front of nginx for the benchmarks: lognormal
-#                    latency (median 24 ms, sigma 0.3), and none;
+#                    three times in front of nginx for the benchmarks:
+#                    lognormal latency (median 24 ms, sigma 0.3), none, and
+#                    that lognormal with 1% of requests 10x slower;
 #   a Ceph cluster   (ceph_rgw.sh, under STATE_DIR/ceph: a monitor, a memstore
 #                    OSD and radosgw) when Debian's ceph-mon, ceph-osd,
 #                    radosgw and ceph-common are installed and
@@ -41,6 +42,8 @@
 #   RANGEIO_BENCH_RGW_ENDPOINT    RGW through the 24 ms relay (the bucket
 #                                 holds bench.bin, 64 MiB, and blob-bench/)
 #   RANGEIO_BENCH_S3_PROXY_PIDS  that relay's process
+#   RANGEIO_BENCH_HTTP_STRAGGLER_URL  bench.bin through the mixture one
+#                                 (bench hedge)
 # stop: ends the processes that start recorded in STATE_DIR/pids.
 #
 # The relay comes from the build tree $RANGEIO_BUILD_DIR (default: build/ in
@@ -240,6 +243,10 @@ start() {
     start_rgw "$state"
     rgw_env=$RGW_ENV
   fi
+  start_listener "$state" relay-straggler "$RELAY" --listen 0 \
+    --upstream "127.0.0.1:$NGINX_PORT" \
+    --latency '{"kind":"mixture","median_ms":24,"sigma":0.3,"p":0.01,"factor":10}'
+  local straggler=$LISTENER_PORT
   trap - EXIT
 
   cat >"$state/servers.env" <<EOF
@@ -254,6 +261,7 @@ export RANGEIO_TEST_PROXY_CONTROL=http://127.0.0.1:$control
 export RANGEIO_BENCH_HTTP_URL=http://127.0.0.1:$bench/bench.bin
 export RANGEIO_BENCH_HTTP_CAPACITY_URL=http://127.0.0.1:$capacity/bench.bin
 export RANGEIO_BENCH_PROXY_PIDS=$bench_pid
+export RANGEIO_BENCH_HTTP_STRAGGLER_URL=http://127.0.0.1:$straggler/bench.bin
 EOF
   [[ -z $rgw_env ]] || echo "$rgw_env" >>"$state/servers.env"
   cat "$state/servers.env"

@@ -237,6 +237,30 @@ bool GatedSource::ReleaseOffset(uint64_t offset) {
   });
 }
 
+void GatedSource::Cancel(ReadSink* sink, uint64_t tag) {
+  Pending p;
+  {
+    std::lock_guard<std::mutex> lock(st_->mu);
+    auto it = std::find_if(
+        st_->held.begin(), st_->held.end(),
+        [&](const Pending& h) { return h.sink == sink && h.tag == tag; });
+    if (it == st_->held.end()) return;
+    p = *it;
+    st_->held.erase(it);
+    ++st_->cancelled;
+    --st_->outstanding;
+    ++st_->reads_completed;
+  }
+  st_->changed.notify_all();
+  sink->OnReadDone(tag, Status::Cancelled("gated read cancelled"));
+  st_->changed.notify_all();
+}
+
+uint64_t GatedSource::cancelled() const {
+  std::lock_guard<std::mutex> lock(st_->mu);
+  return st_->cancelled;
+}
+
 bool GatedSource::ReleaseTag(uint64_t tag) {
   return ReleaseWhere([tag](const std::deque<Pending>& h) {
     for (size_t i = 0; i < h.size(); ++i) {

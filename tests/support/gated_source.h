@@ -62,6 +62,9 @@ class GatedSource final : public Source {
   const std::string& name() const override { return name_; }
   Result<uint64_t> Size() override;
   void Read(ByteRange range, ReadSink* sink, uint64_t tag) override;
+  // A held read of (sink, tag) completes at once with Cancelled (counted
+  // by cancelled()); a read no longer held is left alone.
+  void Cancel(ReadSink* sink, uint64_t tag) override;
 
   // Switching to a pass mode releases every held read (kPassInline: on this
   // thread; kPassAsync: on the completion thread).
@@ -98,7 +101,8 @@ class GatedSource final : public Source {
   uint64_t reads_started() const;
   uint64_t reads_completed() const;
   uint64_t reads_failed() const;
-  uint64_t bytes_returned() const;                // bytes of successful reads
+  uint64_t cancelled() const;       // held reads that Cancel completed
+  uint64_t bytes_returned() const;  // bytes of successful reads
   std::vector<ByteRange> started_ranges() const;  // in submission order
   std::vector<ByteRange> held_ranges() const;     // oldest first
   std::vector<uint64_t> held_tags() const;        // oldest first
@@ -138,6 +142,7 @@ class GatedSource final : public Source {
     uint64_t reads_started = 0;
     uint64_t reads_completed = 0;
     uint64_t reads_failed = 0;
+    uint64_t cancelled = 0;
     uint64_t bytes_returned = 0;
     std::vector<ByteRange> started;
     bool stopping = false;

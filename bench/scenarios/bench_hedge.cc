@@ -1,0 +1,307 @@
+// hedge — hedged reads against a straggler tail (issue 17): queries of
+// k = 16 ranges of 64 KiB, one ReadRanges each, issued by 8 closed-loop
+// threads sharing one limiter (C = 64), 2,000 queries per row. Per-query
+// latency (ReadRanges to last range delivered) p50/p99/p99.9 and the extra
+// backend reads hedging cost. Rows no-hedge, hedge-auto and
+// hedge-fixed-p95 (a fixed delay at the no-hedge row's read p95): on the
+// simulated store with S3-like latency (lognormal, median 24 ms, sigma 0.3,
+// 1% of reads 10x slower), on it with no stragglers (the cost of
+// hedge=auto when nothing straggles), over HTTP through the latency relay's
+// mixture listener ($RANGEIO_BENCH_HTTP_STRAGGLER_URL, or --url), and the
+// straggler scenario's workload with hedge=auto. One round per row (a row
+// is 2,000 queries, its percentiles come from all of them).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_scenarios.h"
+#include "rangeio/rangeio.h"
+
+namespace rangeio::bench {
+namespace {
+
+constexpr uint64_t kQueries = 2000;
+constexpr uint64_t kK = 16;
+constexpr uint64_t kRangeBytes = 64 << 10;
+constexpr uint32_t kThreads = 8;
+constexpr uint32_t kConcurrency = 64;
+// The relay's bench.bin (tests/servers/seed.js): 256 MiB.
+constexpr uint64_t kObjectBytes = 256ull << 20;
+constexpr auto kMedian = std::chrono::milliseconds(24);
+constexpr double kSigma = 0.3;
+constexpr double kStragglerP = 0.01;
+constexpr double kStragglerFactor = 10;
+
+struct Outcome {
+  std::vector<uint64_t> query_ns;  // sorted
+  double seconds = 0;
+  Stats reader;
+  Stats limiter;
+};
+
+double Quantile(const std::vector<uint64_t>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const size_t i =
+      std::min(sorted.size() - 1, static_cast<size_t>(q * sorted.size()));
+  return static_cast<double>(sorted[i]) / 1e6;
+}
+
+// 2,000 queries by 8 threads through one reader of `source` with `o`.
+Result<Outcome> RunQueries(const std::shared_ptr<Source>& source,
+                           const Options& o) {
+  RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(source, o));
+  std::vector<std::vector<uint64_t>> lat(kThreads);
+  std::vector<Status> errors(kThreads);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(1000 + t);
+      std::uniform_int_distribution<uint64_t> slot(
+          0, kObjectBytes / kRangeBytes - 1);
+      for (uint64_t q = t; q < kQueries; q += kThreads) {
+        std::vector<ByteRange> ranges;
+        for (uint64_t i = 0; i < kK; ++i) {
+          ranges.push_back({slot(rng) * kRangeBytes, kRangeBytes});
+        }
+        const auto q0 = std::chrono::steady_clock::now();
+        auto stream = reader.ReadRanges(ranges, Delivery::kAsCompleted);
+        if (!stream.ok()) {
+          errors[t] = stream.status();
+          return;
+        }
+        uint64_t n = 0;
+        for (;;) {
+          auto r = stream->Next();
+          if (!r.ok()) {
+            errors[t] = r.status();
+            return;
+          }
+          if (!r->has_value()) break;
+          ++n;
+        }
+        const auto q1 = std::chrono::steady_clock::now();
+        if (n != kK) {
+          errors[t] = Status::Internal("hedge: a query got " +
+                                       std::to_string(n) + " ranges");
+          return;
+        }
+        lat[t].push_back(static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(q1 - q0)
+                .count()));
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (const Status& st : errors) RANGEIO_RETURN_NOT_OK(st);
+  Outcome out;
+  out.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  for (const auto& v : lat) {
+    out.query_ns.insert(out.query_ns.end(), v.begin(), v.end());
+  }
+  std::sort(out.query_ns.begin(), out.query_ns.end());
+  out.reader = reader.GetStats();
+  out.limiter = reader.limiter()->GetStats();
+  return out;
+}
+
+Options BaseOptions() {
+  Options o;
+  o.io_concurrency = kConcurrency;
+  o.planner = PlannerOptions::None();  // each range its own read
+  return o;
+}
+
+Row MakeRow(const std::string& name, const Outcome& out) {
+  Row row{name, {out.seconds * 1000}, kQueries * kK, {}, {}, {}, {}};
+  row.peak_inflight = out.limiter.peak_in_flight;
+  row.peak_retained = out.limiter.peak_retained_count;
+  const double reads = static_cast<double>(out.reader.physical_reads);
+  row.extra = {{"p50_ms", Quantile(out.query_ns, 0.5)},
+               {"p99_ms", Quantile(out.query_ns, 0.99)},
+               {"p999_ms", Quantile(out.query_ns, 0.999)},
+               {"queries_per_s", kQueries / out.seconds},
+               {"hedges", out.reader.hedges_issued},
+               {"hedges_won", out.reader.hedges_won},
+               {"extra_reads_pct",
+                reads > 0 ? 100.0 * out.reader.hedges_issued / reads : 0},
+               {"read_p95_ms", out.reader.read_latency.Percentile(0.95) / 1e6}};
+  return row;
+}
+
+// Rows no-hedge, hedge-auto, hedge-fixed-p95 over a fresh source each
+// (`make`), named with `prefix`.
+Status HedgeRows(const std::string& prefix,
+                 const std::function<Result<std::shared_ptr<Source>>()>& make,
+                 Report* rep) {
+  Options off = BaseOptions();
+  RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> s0, make());
+  RANGEIO_ASSIGN_OR_RETURN(Outcome base, RunQueries(s0, off));
+  rep->rows.push_back(MakeRow(prefix + "no-hedge", base));
+  Options autoh = BaseOptions();
+  autoh.hedge = Options::Hedge::kAuto;
+  RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> s1, make());
+  RANGEIO_ASSIGN_OR_RETURN(Outcome a, RunQueries(s1, autoh));
+  rep->rows.push_back(MakeRow(prefix + "hedge-auto", a));
+  Options fixed = BaseOptions();
+  fixed.hedge = Options::Hedge::kFixed;
+  fixed.hedge_after = std::chrono::microseconds(
+      std::max<uint64_t>(1, base.reader.read_latency.Percentile(0.95) / 1000));
+  RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> s2, make());
+  RANGEIO_ASSIGN_OR_RETURN(Outcome f, RunQueries(s2, fixed));
+  rep->rows.push_back(MakeRow(prefix + "hedge-fixed-p95", f));
+  return Status::OK();
+}
+
+void Verdicts(Report* rep, const std::string& prefix, double p99_factor) {
+  const Row* off = rep->Find(prefix + "no-hedge");
+  const Row* on = rep->Find(prefix + "hedge-auto");
+  if (off == nullptr || on == nullptr) return;
+  const double p99 =
+      off->extra["p99_ms"].get<double>() / on->extra["p99_ms"].get<double>();
+  const double p50 =
+      on->extra["p50_ms"].get<double>() / off->extra["p50_ms"].get<double>();
+  const double extra = on->extra["extra_reads_pct"].get<double>();
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "%shedge-auto p99 %.2fx lower than no-hedge (target >= %.1fx)",
+                prefix.c_str(), p99, p99_factor);
+  rep->AddVerdict(p99 >= p99_factor, buf);
+  if (prefix.rfind("sim", 0) == 0) {
+    std::snprintf(buf, sizeof buf,
+                  "%shedge-auto p50 / no-hedge p50 = %.3f (target <= 1.05)",
+                  prefix.c_str(), p50);
+    rep->AddVerdict(p50 <= 1.05, buf);
+  }
+  std::snprintf(buf, sizeof buf,
+                "%shedge-auto extra reads %.2f%% (target <= 5%%)",
+                prefix.c_str(), extra);
+  rep->AddVerdict(extra <= 5, buf);
+}
+
+// The straggler scenario's workload (2,560 ranges of 4 KiB at C = 64, every
+// 64th read 10 ms, the others 1 ms) as one stream, without and with
+// hedge=auto.
+Status StragglerRows(Report* rep) {
+  std::vector<ByteRange> ranges;
+  for (uint64_t i = 0; i < 2560; ++i) ranges.push_back({i * 8192, 4096});
+  for (const bool hedge : {false, true}) {
+    RANGEIO_ASSIGN_OR_RETURN(
+        std::shared_ptr<Source> store,
+        MakeSimulatedSource(
+            "sim://straggler", 2560 * 8192,
+            LatencyModel::EveryKth(std::chrono::milliseconds(1),
+                                   std::chrono::milliseconds(10), 64)));
+    Options o = BaseOptions();
+    if (hedge) o.hedge = Options::Hedge::kAuto;
+    RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(store, o));
+    const auto t0 = std::chrono::steady_clock::now();
+    RANGEIO_ASSIGN_OR_RETURN(RangeStream stream,
+                             reader.ReadRanges(ranges, Delivery::kAsCompleted));
+    for (;;) {
+      RANGEIO_ASSIGN_OR_RETURN(std::optional<RangeResult> r, stream.Next());
+      if (!r) break;
+    }
+    const double ms = std::chrono::duration<double, std::milli>(
+                          std::chrono::steady_clock::now() - t0)
+                          .count();
+    const Stats s = reader.GetStats();
+    Row row{hedge ? "straggler-hedge-auto" : "straggler-no-hedge",
+            {ms},
+            ranges.size(),
+            {},
+            {},
+            {},
+            {}};
+    row.peak_inflight = reader.limiter()->GetStats().peak_in_flight;
+    row.peak_retained = reader.limiter()->GetStats().peak_retained_count;
+    row.extra = {
+        {"hedges", s.hedges_issued},
+        {"hedges_won", s.hedges_won},
+        {"extra_reads_pct",
+         100.0 * s.hedges_issued / std::max<uint64_t>(1, s.physical_reads)}};
+    rep->rows.push_back(std::move(row));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<Report> RunHedge(const BenchOptions& options) {
+  Report rep;
+  rep.scenario = "hedge";
+  rep.config = {{"queries", kQueries},
+                {"ranges_per_query", kK},
+                {"range_bytes", kRangeBytes},
+                {"threads", kThreads},
+                {"io_concurrency", kConcurrency},
+                {"model", "lognormal median 24 ms sigma 0.3, 1% x10"},
+                {"hedge_budget", Options::kDefaultHedgeBudget}};
+  const auto mixture =
+      LatencyModel::Mixture(kMedian, kSigma, kStragglerP, kStragglerFactor);
+  RANGEIO_RETURN_NOT_OK(HedgeRows(
+      "sim ",
+      [&] { return MakeSimulatedSource("sim://hedge", kObjectBytes, mixture); },
+      &rep));
+  // The cost when nothing straggles: no-hedge vs hedge-auto only matter.
+  RANGEIO_RETURN_NOT_OK(HedgeRows(
+      "sim-plain ",
+      [&] {
+        return MakeSimulatedSource("sim://plain", kObjectBytes,
+                                   LatencyModel::Lognormal(kMedian, kSigma));
+      },
+      &rep));
+  std::string url = options.url;
+  if (url.empty()) {
+    const char* v = std::getenv("RANGEIO_BENCH_HTTP_STRAGGLER_URL");
+    url = v != nullptr ? v : "";
+  }
+  if (!url.empty()) {
+    HttpOptions ho;
+    ho.max_connections = 2 * kConcurrency;  // room for hedges
+    ho.size_hint = kObjectBytes;
+    RANGEIO_RETURN_NOT_OK(HedgeRows(
+        "http ", [&] { return OpenHttpSource(url, ho); }, &rep));
+  }
+  RANGEIO_RETURN_NOT_OK(StragglerRows(&rep));
+  rep.baseline = "sim no-hedge";
+
+  Verdicts(&rep, "sim ", 3.0);
+  if (url.empty()) {
+    rep.AddSkipped("http hedge-auto p99 >= 2.5x lower",
+                   "no relay URL (run tests/servers/run_servers.sh or --url)");
+  } else {
+    Verdicts(&rep, "http ", 2.5);
+  }
+  const Row* plain_off = rep.Find("sim-plain no-hedge");
+  const Row* plain_on = rep.Find("sim-plain hedge-auto");
+  const double cost = plain_off->extra["queries_per_s"].get<double>() /
+                          plain_on->extra["queries_per_s"].get<double>() -
+                      1;
+  const double plain_extra = plain_on->extra["extra_reads_pct"].get<double>();
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "no stragglers: hedge-auto costs %.1f%% throughput (target "
+                "<= 2%%), %.2f%% extra reads (target <= 3%%)",
+                100 * cost, plain_extra);
+  rep.AddVerdict(cost <= 0.02 && plain_extra <= 3, buf);
+  bool bounds = true;
+  for (const Row& r : rep.rows) {
+    bounds = bounds && r.peak_inflight <= kConcurrency + 4 &&
+             r.peak_retained <= 2 * kConcurrency + 4;
+  }
+  rep.AddVerdict(bounds,
+                 "peak in-flight <= 64 + 4 and retained <= 128 + 4 (hedge "
+                 "reserve ceil(64 x 0.05)) in every row");
+  return rep;
+}
+
+}  // namespace rangeio::bench
