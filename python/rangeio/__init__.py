@@ -25,8 +25,8 @@ from ._rangeio import (  # noqa: F401  (re-exported API)
     ReadError,
     Reader,
     Source,
-    testing,
 )
+from . import testing  # noqa: F401
 
 __all__ = [
     "open", "Limiter", "Reader", "RangeIterator", "BatchedReader", "Source",

@@ -34,7 +34,7 @@ class Completions {
   py::object Pop() {
     std::deque<std::pair<uint64_t, Result<Slice>>> batch;
     {
-      py::gil_scoped_release release;
+      GilRelease release;
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return closed_ || !done_.empty(); });
       batch.swap(done_);
@@ -73,7 +73,7 @@ struct BatchedReaderHolder {
   BatchedReaderHolder& operator=(BatchedReaderHolder&&) = delete;
   ~BatchedReaderHolder() {
     if (!batched) return;
-    py::gil_scoped_release release;
+    GilRelease release;
     batched.reset();
   }
   std::shared_ptr<BatchedReader> batched;
@@ -87,7 +87,7 @@ BatchedReaderHolder OpenBatched(std::vector<Reader> readers,
   o.max_batch_requests = max_batch_requests;
   std::optional<Result<std::shared_ptr<BatchedReader>>> batched;
   {
-    py::gil_scoped_release release;
+    GilRelease release;
     batched.emplace(BatchedReader::Open(std::move(readers), o));
   }
   return BatchedReaderHolder{ValueOrThrow(std::move(*batched))};
@@ -98,7 +98,7 @@ py::object Read(BatchedReaderHolder& h, py::handle offset, py::handle length,
   const ByteRange range = RangeFromPython(offset, length, 0);
   std::optional<Result<Slice>> bytes;
   {
-    py::gil_scoped_release release;
+    GilRelease release;
     bytes.emplace(h.batched->Read(source, range));
   }
   return MemoryViewOf(ValueOrThrow(std::move(*bytes)));
@@ -108,7 +108,7 @@ void ReadAsync(BatchedReaderHolder& h, uint64_t id, py::handle offset,
                py::handle length, size_t source,
                const std::shared_ptr<Completions>& queue) {
   const ByteRange range = RangeFromPython(offset, length, 0);
-  py::gil_scoped_release release;
+  GilRelease release;
   h.batched->ReadAsync(source, range, [queue, id](Result<Slice> result) {
     queue->Push(id, std::move(result));
   });

@@ -20,6 +20,22 @@ namespace rangeio::python {
 
 namespace py = pybind11;
 
+// Releases the GIL for its scope, as py::gil_scoped_release, except that
+// its destructor lets the forced unwind of pthread_exit through: a daemon
+// thread taking the GIL back while Python finalizes is ended inside
+// PyEval_RestoreThread, and a noexcept destructor would turn that into
+// std::terminate (an abort at exit with reads in flight).
+class GilRelease {
+ public:
+  GilRelease() : state_(PyEval_SaveThread()) {}
+  GilRelease(const GilRelease&) = delete;
+  GilRelease& operator=(const GilRelease&) = delete;
+  ~GilRelease() noexcept(false) { PyEval_RestoreThread(state_); }
+
+ private:
+  PyThreadState* state_;
+};
+
 // A non-OK Status thrown through pybind11; the translator registered by
 // BindErrors turns it into the Python exception MakeException builds.
 class StatusError : public std::exception {

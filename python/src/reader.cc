@@ -34,7 +34,7 @@ class RangeIterator {
     if (!stream_) throw py::stop_iteration();
     std::optional<Result<std::optional<RangeResult>>> next;
     {
-      py::gil_scoped_release release;
+      GilRelease release;
       next.emplace(stream_->Next());
     }
     if (!next->ok()) {
@@ -54,7 +54,7 @@ class RangeIterator {
     if (!stream_) return;
     // Cancel takes the limiter's lock, which library threads hold briefly;
     // never wait for it while holding the GIL.
-    py::gil_scoped_release release;
+    GilRelease release;
     stream_.reset();
   }
 
@@ -132,7 +132,7 @@ std::unique_ptr<RangeIterator> ReadRanges(const Reader& reader,
   std::vector<ByteRange> list = ToRanges(ranges);
   std::optional<Result<RangeStream>> stream;
   {
-    py::gil_scoped_release release;
+    GilRelease release;
     stream.emplace(reader.ReadRanges(list, delivery));
   }
   return std::make_unique<RangeIterator>(ValueOrThrow(std::move(*stream)));
@@ -142,7 +142,7 @@ py::object ReadOne(const Reader& reader, py::handle offset, py::handle length) {
   const ByteRange range = RangeFromPython(offset, length, 0);
   std::optional<Result<std::optional<RangeResult>>> next;
   {
-    py::gil_scoped_release release;
+    GilRelease release;
     auto stream = reader.ReadRanges({&range, 1}, Delivery::kOrdered);
     next.emplace(stream.ok()
                      ? stream->Next()
@@ -160,7 +160,7 @@ Reader OpenReader(std::shared_ptr<Source> source, const Options& options,
   std::optional<Result<Reader>> reader;
   {
     // Reader::Open asks the source for its size: a stat or a first GET.
-    py::gil_scoped_release release;
+    GilRelease release;
     reader.emplace(
         Reader::Open(std::move(source), options, std::move(limiter)));
   }
@@ -173,7 +173,7 @@ Reader OpenUrl(const std::string& url,
   OpenOptions o = ParseOpenOptions(kv);
   std::optional<Result<std::shared_ptr<Source>>> source;
   {
-    py::gil_scoped_release release;
+    GilRelease release;
     source.emplace(OpenSource(url, o.source));
   }
   return OpenReader(ValueOrThrow(std::move(*source)), o.reader,
@@ -190,7 +190,7 @@ Reader OpenOnSource(std::shared_ptr<Source> source,
 uint64_t SizeOf(const Reader& reader) {
   std::optional<Result<uint64_t>> size;
   {
-    py::gil_scoped_release release;
+    GilRelease release;
     size.emplace(reader.source()->Size());
   }
   return ValueOrThrow(std::move(*size));
@@ -249,6 +249,15 @@ py::dict StatsDict(const Stats& s) {
   d["read_latency_p50_ms"] = static_cast<double>(h.Percentile(0.5)) / 1e6;
   d["read_latency_p99_ms"] = static_cast<double>(h.Percentile(0.99)) / 1e6;
   d["read_latency_max_ms"] = static_cast<double>(h.max_nanos()) / 1e6;
+  // [ms, quantile] points for latency CDF plots (rangeio.plot).
+  py::list cdf;
+  if (h.count() != 0) {
+    for (double q : {0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95,
+                     0.99, 0.999, 1.0}) {
+      cdf.append(py::make_tuple(static_cast<double>(h.Percentile(q)) / 1e6, q));
+    }
+  }
+  d["read_latency_cdf"] = cdf;
   return d;
 }
 
