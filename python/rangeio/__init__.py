@@ -145,6 +145,14 @@ class BatchedReader:
         """A concurrent.futures.Future of the range's memoryview."""
         return _get_completions().submit(self._native, offset, length, source)
 
+    def read_many(self, ranges, window=0, source=0):
+        """An iterator of (index, memoryview) over `ranges` of one source,
+        as they complete, keeping `window` requests in flight (0: the
+        source's read_thread_num); the calling thread takes each result
+        itself (no Future). The rolling form of read_async for one thread
+        among many sharing this handle."""
+        return self._native.read_many(ranges, window, source)
+
     def size(self, source=0):
         return self._native.size(source)
 

@@ -5,7 +5,10 @@ random block-aligned offsets (a fixed seed, the same ranges for every row),
 --concurrency reads in flight. Rows, in one run:
   rangeio          one thread iterating Reader.read_ranges (as-completed);
   rangeio-batched  --threads Python threads sharing one BatchedReader, each
-                   keeping concurrency/threads read_async futures in flight;
+                   iterating read_many over its share with concurrency/threads
+                   requests in flight;
+  rangeio-batched-futures  the same with read_async: each thread keeps
+                   concurrency/threads futures in flight;
   boto3            (s3://) get_object(Range=...) on a ThreadPoolExecutor of
                    --concurrency workers, one client (max_pool_connections);
   urllib3          (http://) --concurrency threads on one PoolManager;
@@ -98,12 +101,33 @@ def run_rangeio(url, ranges, args, options):
     return row("rangeio", ranges, m, **library_latency(reader))
 
 
-def run_rangeio_batched(url, ranges, args, options):
+def run_batched_threads(name, url, ranges, args, options, work):
     reader = rangeio.open(url, read_thread_num=args.concurrency, **options)
     batched = rangeio.BatchedReader(reader)
     window = max(args.concurrency // args.threads, 1)
+    parts = [ranges[i::args.threads] for i in range(args.threads)]
+    with Measure() as m:
+        threads = [threading.Thread(target=work, args=(batched, p, window))
+                   for p in parts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    return row(f"{name}-{args.threads}threads", ranges, m,
+               **library_latency(reader))
 
-    def work(part):
+
+def run_rangeio_batched(url, ranges, args, options):
+    def work(batched, part, window):
+        for _, view in batched.read_many(part, window=window):
+            assert len(view) == part[0][1]
+
+    return run_batched_threads("rangeio-batched", url, ranges, args, options,
+                               work)
+
+
+def run_rangeio_batched_futures(url, ranges, args, options):
+    def work(batched, part, window):
         pending = deque()
         for offset, length in part:
             if len(pending) == window:
@@ -112,15 +136,8 @@ def run_rangeio_batched(url, ranges, args, options):
         for f in pending:
             f.result()
 
-    parts = [ranges[i::args.threads] for i in range(args.threads)]
-    with Measure() as m:
-        threads = [threading.Thread(target=work, args=(p,)) for p in parts]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    return row(f"rangeio-batched-{args.threads}threads", ranges, m,
-               **library_latency(reader))
+    return run_batched_threads("rangeio-batched-futures", url, ranges, args,
+                               options, work)
 
 
 def run_thread_pool(name, ranges, args, get):
@@ -207,7 +224,7 @@ def run_cli(url, ranges, args, options):
 
 
 def strategies(url, args):
-    rows = [run_rangeio, run_rangeio_batched]
+    rows = [run_rangeio, run_rangeio_batched, run_rangeio_batched_futures]
     if url.startswith("s3://"):
         rows.append(run_boto3)
     if url.startswith("http://") or url.startswith("https://"):

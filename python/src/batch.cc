@@ -19,6 +19,8 @@
 namespace rangeio::python {
 namespace {
 
+using Completion = std::pair<uint64_t, Result<Slice>>;
+
 class Completions {
  public:
   void Push(uint64_t id, Result<Slice> result) {
@@ -49,6 +51,15 @@ class Completions {
     return out;
   }
 
+  // Blocks until one result is there; the caller has released the GIL.
+  Completion TakeOne() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !done_.empty(); });
+    Completion c = std::move(done_.front());
+    done_.pop_front();
+    return c;
+  }
+
   void Close() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -77,6 +88,69 @@ struct BatchedReaderHolder {
     batched.reset();
   }
   std::shared_ptr<BatchedReader> batched;
+};
+
+// BatchedReader.read_many: one thread's ranges through the shared
+// BatchedReader with `window` requests in flight (rolling: taking a result
+// submits the next), results as they complete. The consuming thread takes
+// each result itself, GIL released while it waits: no completion thread and
+// no Future between the read and the caller. Ends at the first error.
+class BatchIterator {
+ public:
+  BatchIterator(std::shared_ptr<BatchedReader> batched, size_t source,
+                std::vector<ByteRange> ranges, size_t window)
+      : batched_(std::move(batched)),
+        source_(source),
+        ranges_(std::move(ranges)),
+        window_(window) {}
+  BatchIterator(const BatchIterator&) = delete;
+  BatchIterator& operator=(const BatchIterator&) = delete;
+  ~BatchIterator() {
+    GilRelease release;  // may drop the last BatchedReader reference
+    batched_.reset();
+  }
+
+  py::tuple Next() {
+    if (failed_ || taken_ == ranges_.size()) throw py::stop_iteration();
+    std::optional<Completion> c;
+    {
+      GilRelease release;
+      Submit();
+      c.emplace(queue_->TakeOne());
+    }
+    ++taken_;
+    --in_flight_;
+    if (!c->second.ok()) {
+      failed_ = true;
+      throw StatusError(c->second.status().WithContext(
+          "request index " + std::to_string(c->first)));
+    }
+    return py::make_tuple(c->first, MemoryViewOf(std::move(c->second).value()));
+  }
+
+  size_t size() const { return ranges_.size(); }
+
+ private:
+  void Submit() {
+    for (; in_flight_ < window_ && next_ < ranges_.size(); ++next_) {
+      ++in_flight_;
+      batched_->ReadAsync(source_, ranges_[next_],
+                          [q = queue_, id = next_](Result<Slice> r) {
+                            q->Push(id, std::move(r));
+                          });
+    }
+  }
+
+  std::shared_ptr<BatchedReader> batched_;
+  const size_t source_;
+  const std::vector<ByteRange> ranges_;
+  const size_t window_;
+  // Shared with the callbacks of reads still in flight when this is dropped.
+  std::shared_ptr<Completions> queue_ = std::make_shared<Completions>();
+  size_t next_ = 0;
+  size_t in_flight_ = 0;
+  size_t taken_ = 0;
+  bool failed_ = false;
 };
 
 BatchedReaderHolder OpenBatched(std::vector<Reader> readers,
@@ -114,6 +188,29 @@ void ReadAsync(BatchedReaderHolder& h, uint64_t id, py::handle offset,
   });
 }
 
+std::unique_ptr<BatchIterator> ReadMany(BatchedReaderHolder& h,
+                                        py::iterable ranges, size_t window,
+                                        size_t source) {
+  BatchedReader& b = *h.batched;
+  if (source >= b.source_count()) {
+    throw StatusError(Status::InvalidArgument(
+        "source " + std::to_string(source) + " is out of range (" +
+        std::to_string(b.source_count()) + " sources)"));
+  }
+  std::vector<ByteRange> list = RangesFromPython(ranges);
+  const std::string& name = b.reader(source).source()->name();
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Status st = list[i].CheckWithin(b.size(source), name);
+    if (!st.ok()) {
+      throw StatusError(st.WithContext("request index " + std::to_string(i)));
+    }
+  }
+  // 0: as many as the source's limiter lets run.
+  if (window == 0) window = b.reader(source).limiter()->io_concurrency();
+  return std::make_unique<BatchIterator>(h.batched, source, std::move(list),
+                                         window);
+}
+
 py::dict BatchStatsDict(const BatchStats& s) {
   py::dict d;
   d["requests"] = s.requests;
@@ -133,7 +230,14 @@ void BindBatch(py::module_& m) {
       .def("pop", &Completions::Pop)
       .def("close", &Completions::Close);
 
+  py::class_<BatchIterator>(m, "BatchIterator")
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__", &BatchIterator::Next)
+      .def("__len__", &BatchIterator::size);
+
   py::class_<BatchedReaderHolder>(m, "_BatchedReader")
+      .def("read_many", &ReadMany, py::arg("ranges"), py::arg("window"),
+           py::arg("source"))
       .def(py::init(&OpenBatched), py::arg("readers"),
            py::arg("max_dispatchers"), py::arg("max_batch_requests"))
       .def("read", &Read, py::arg("offset"), py::arg("length"),

@@ -13,6 +13,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "rangeio/rangeio.h"
 
@@ -73,6 +74,8 @@ py::object MemoryViewOf(Slice slice);
 // A ByteRange from two Python ints; ValueError (InvalidArgument) naming
 // range `index` for a negative, non-int or overflowing value.
 ByteRange RangeFromPython(py::handle offset, py::handle length, size_t index);
+// Ranges from any iterable of (offset, length) pairs, as RangeFromPython.
+std::vector<ByteRange> RangesFromPython(py::iterable ranges);
 
 // Key=value pairs from Python ("read-thread-num" -> "64"), routed as the
 // CLI routes -o: SourceOptions keys to the source, the rest to Options.

@@ -99,10 +99,7 @@ ByteRange RangeFromPython(py::handle offset, py::handle length, size_t index) {
   return *r;
 }
 
-namespace {
-
-// Ranges from any iterable of (offset, length) pairs.
-std::vector<ByteRange> ToRanges(py::iterable ranges) {
+std::vector<ByteRange> RangesFromPython(py::iterable ranges) {
   std::vector<ByteRange> out;
   if (py::hasattr(ranges, "__len__")) out.reserve(py::len(ranges));
   for (py::handle item : ranges) {
@@ -118,6 +115,8 @@ std::vector<ByteRange> ToRanges(py::iterable ranges) {
   return out;
 }
 
+namespace {
+
 Delivery ToDelivery(const std::string& order) {
   if (order == "as-completed") return Delivery::kAsCompleted;
   if (order == "ordered") return Delivery::kOrdered;
@@ -129,7 +128,7 @@ std::unique_ptr<RangeIterator> ReadRanges(const Reader& reader,
                                           py::iterable ranges,
                                           const std::string& order) {
   const Delivery delivery = ToDelivery(order);
-  std::vector<ByteRange> list = ToRanges(ranges);
+  std::vector<ByteRange> list = RangesFromPython(ranges);
   std::optional<Result<RangeStream>> stream;
   {
     GilRelease release;

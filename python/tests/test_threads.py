@@ -69,6 +69,43 @@ def test_eight_threads_share_a_batched_reader():
     assert batched.stats()["requests"] == THREADS
 
 
+def test_eight_threads_read_many_overlap():
+    source = BarrierSource(1 << 20, width=THREADS, timeout_s=30)
+    batched = rangeio.BatchedReader(rangeio.open(source, planner="none"))
+
+    def work(i):
+        ranges = [(i * 8192 + k * 100, 10) for k in range(5)]
+        return sorted((k, bytes(v)) for k, v in
+                      batched.read_many(ranges, window=2))
+
+    got = run_threads(work)
+    for i, pairs in enumerate(got):
+        assert pairs == [(k, expected(i * 8192 + k * 100, 10))
+                         for k in range(5)]
+    assert source.peak_held >= THREADS
+
+
+def test_read_many_errors_and_early_drop():
+    source = rangeio.testing.simulated_source(1 << 20, latency_ms=1)
+    reader = rangeio.open(source, read_thread_num=8)
+    batched = rangeio.BatchedReader(reader)
+    with pytest.raises(ValueError, match="request index 1"):
+        batched.read_many([(0, 1), ((1 << 20) - 1, 2)])
+    with pytest.raises(ValueError):
+        batched.read_many([(0, 1)], source=1)
+    it = batched.read_many([(i * 1000, 100) for i in range(500)], window=8)
+    first = next(it)
+    assert bytes(first[1]) == expected(first[0] * 1000, 100)
+    del it, first
+    import gc
+    gc.collect()
+    from test_reader import wait_until
+    stats = reader.limiter.stats
+    assert wait_until(lambda: stats()["in_flight"] == 0
+                      and stats()["retained_count"] == 0)
+    assert stats()["physical_reads"] < 500
+
+
 def test_barrier_fails_serialised_reads():
     # The check itself: one thread alone never fills the barrier.
     source = BarrierSource(1 << 20, width=2, timeout_s=0.2)

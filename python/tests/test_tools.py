@@ -16,7 +16,8 @@ def test_bench_and_plot(pattern_file, tmp_path):
                                "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
     names = [r["strategy"] for r in doc["rows"]]
-    assert names == ["rangeio", "rangeio-batched-4threads"]
+    assert names == ["rangeio", "rangeio-batched-4threads",
+                     "rangeio-batched-futures-4threads"]
     for r in doc["rows"]:
         assert r["reads"] == 200 and r["reads_per_s"] > 0
         assert r["cpu_s_per_1000_reads"] >= 0 and r["latency_cdf"]
