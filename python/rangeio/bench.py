@@ -235,12 +235,12 @@ def strategies(url, args):
 
 
 def print_table(rows):
-    print(f"{'strategy':26} {'reads/s':>9} {'MiB/s':>8} {'p50 ms':>8} "
+    print(f"{'strategy':34} {'reads/s':>9} {'MiB/s':>8} {'p50 ms':>8} "
           f"{'p99 ms':>8} {'CPU s/1k':>9}")
     for r in rows:
         def f(v, spec):
             return format(v, spec) if v is not None else "-"
-        print(f"{r['strategy']:26} {f(r['reads_per_s'], '9.0f')} "
+        print(f"{r['strategy']:34} {f(r['reads_per_s'], '9.0f')} "
               f"{f(r['mib_per_s'], '8.1f')} {f(r['p50_ms'], '8.2f')} "
               f"{f(r['p99_ms'], '8.2f')} {f(r['cpu_s_per_1000_reads'], '9.3f')}")
 

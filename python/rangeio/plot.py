@@ -69,9 +69,16 @@ def main(argv=None):
     p.add_argument("bench_json")
     p.add_argument("-o", "--output", required=True, help="the image (.png)")
     p.add_argument("--title", help="default: the JSON file's name")
+    p.add_argument("--round", type=int,
+                   help="rows of this round only (rangeio.bench --rounds); "
+                        "default: the last round")
     args = p.parse_args(argv)
     with open(args.bench_json) as f:
         rows = find_rows(json.load(f))
+    rounds = [r["round"] for r in rows if "round" in r]
+    if rounds:
+        pick = max(rounds) if args.round is None else args.round
+        rows = [r for r in rows if r.get("round", pick) == pick]
     if not rows:
         print(f"{args.bench_json}: no rows with strategy and reads_per_s",
               file=sys.stderr)
