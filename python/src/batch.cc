@@ -189,8 +189,8 @@ void ReadAsync(BatchedReaderHolder& h, uint64_t id, py::handle offset,
 }
 
 std::unique_ptr<BatchIterator> ReadMany(BatchedReaderHolder& h,
-                                        py::iterable ranges, size_t window,
-                                        size_t source) {
+                                        const py::iterable& ranges,
+                                        size_t window, size_t source) {
   BatchedReader& b = *h.batched;
   if (source >= b.source_count()) {
     throw StatusError(Status::InvalidArgument(

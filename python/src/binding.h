@@ -75,7 +75,7 @@ py::object MemoryViewOf(Slice slice);
 // range `index` for a negative, non-int or overflowing value.
 ByteRange RangeFromPython(py::handle offset, py::handle length, size_t index);
 // Ranges from any iterable of (offset, length) pairs, as RangeFromPython.
-std::vector<ByteRange> RangesFromPython(py::iterable ranges);
+std::vector<ByteRange> RangesFromPython(const py::iterable& ranges);
 
 // Key=value pairs from Python ("read-thread-num" -> "64"), routed as the
 // CLI routes -o: SourceOptions keys to the source, the rest to Options.

@@ -12,7 +12,7 @@ PyObject* g_read_error = nullptr;
 PyObject* g_cancelled_error = nullptr;
 PyObject* g_budget_error = nullptr;
 
-py::object Call(PyObject* type, py::args args) {
+py::object Call(PyObject* type, const py::tuple& args) {
   return py::reinterpret_borrow<py::object>(type)(*args);
 }
 
@@ -60,6 +60,8 @@ void BindErrors(py::module_& m) {
   m.add_object("ReadError", py::handle(g_read_error));
   m.add_object("CancelledError", py::handle(g_cancelled_error));
   m.add_object("BudgetError", py::handle(g_budget_error));
+  // pybind11 takes a translator of exactly void(std::exception_ptr).
+  // NOLINTNEXTLINE(performance-unnecessary-value-param)
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

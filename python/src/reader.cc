@@ -65,25 +65,27 @@ class RangeIterator {
   size_t size_ = stream_ ? stream_->size() : 0;
 };
 
+// Any integer (int, bool, numpy.int64: whatever has __index__), so that
+// rows of a numpy (n, 2) array are ranges too.
 uint64_t ToU64(py::handle h, const char* what, size_t index) {
-  if (!PyLong_Check(h.ptr())) {
+  const std::string where =
+      "range " + std::to_string(index) + ": " + std::string(what) + " ";
+  if (!PyIndex_Check(h.ptr())) {
     throw StatusError(Status::InvalidArgument(
-        "range " + std::to_string(index) + ": " + what +
-        " must be an int, not " +
+        where + "must be an int, not " +
         std::string(py::str(h.get_type().attr("__name__")))));
   }
-  const py::int_ v = py::reinterpret_borrow<py::int_>(h);
+  const auto v = py::reinterpret_steal<py::object>(PyNumber_Index(h.ptr()));
+  if (!v) throw py::error_already_set();
   if (v < py::int_(0)) {
     throw StatusError(Status::InvalidArgument(
-        "range " + std::to_string(index) + ": " + what + " " +
-        py::str(h).cast<std::string>() + " is negative"));
+        where + py::str(v).cast<std::string>() + " is negative"));
   }
-  const unsigned long long u = PyLong_AsUnsignedLongLong(h.ptr());
+  const unsigned long long u = PyLong_AsUnsignedLongLong(v.ptr());
   if (PyErr_Occurred()) {
     PyErr_Clear();
     throw StatusError(Status::InvalidArgument(
-        "range " + std::to_string(index) + ": " + what + " " +
-        py::str(h).cast<std::string>() + " exceeds 2^64 - 1"));
+        where + py::str(v).cast<std::string>() + " exceeds 2^64 - 1"));
   }
   return u;
 }
@@ -99,7 +101,7 @@ ByteRange RangeFromPython(py::handle offset, py::handle length, size_t index) {
   return *r;
 }
 
-std::vector<ByteRange> RangesFromPython(py::iterable ranges) {
+std::vector<ByteRange> RangesFromPython(const py::iterable& ranges) {
   std::vector<ByteRange> out;
   if (py::hasattr(ranges, "__len__")) out.reserve(py::len(ranges));
   for (py::handle item : ranges) {
@@ -125,7 +127,7 @@ Delivery ToDelivery(const std::string& order) {
 }
 
 std::unique_ptr<RangeIterator> ReadRanges(const Reader& reader,
-                                          py::iterable ranges,
+                                          const py::iterable& ranges,
                                           const std::string& order) {
   const Delivery delivery = ToDelivery(order);
   std::vector<ByteRange> list = RangesFromPython(ranges);
@@ -294,7 +296,7 @@ void BindReader(py::module_& m) {
       .def("close", &RangeIterator::Close,
            "Cancels the undelivered reads and returns their permits.")
       .def("__enter__", [](py::object self) { return self; })
-      .def("__exit__", [](RangeIterator& it, py::args) {
+      .def("__exit__", [](RangeIterator& it, const py::args&) {
         it.Close();
         return false;
       });

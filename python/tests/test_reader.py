@@ -35,6 +35,19 @@ def test_read_ranges_ordered_and_as_completed(pattern_file):
     assert reader.size == size
 
 
+def test_numpy_ranges(pattern_file):
+    path, _ = pattern_file
+    reader = rangeio.open(path)
+    ranges = numpy.array([[0, 10], [4096, 20], [70_000, 5]], dtype=numpy.int64)
+    got = dict(reader.read_ranges(ranges, order="ordered"))
+    assert [bytes(got[i]) for i in range(3)] == \
+        [expected(int(o), int(n)) for o, n in ranges]
+    with pytest.raises(ValueError, match="range 1: offset -5 is negative"):
+        reader.read_ranges(numpy.array([[0, 1], [-5, 1]]))
+    with pytest.raises(ValueError, match="must be an int, not float"):
+        reader.read_ranges([(0.5, 1)])
+
+
 def test_views_are_read_only_and_zero_copy(pattern_file):
     path, _ = pattern_file
     reader = rangeio.open(path)
