@@ -114,6 +114,7 @@ class BatchIterator {
     if (failed_ || taken_ == ranges_.size()) throw py::stop_iteration();
     std::optional<Completion> c;
     {
+      BusyGuard guard(&busy_);
       GilRelease release;
       Submit();
       c.emplace(queue_->TakeOne());
@@ -151,6 +152,7 @@ class BatchIterator {
   size_t in_flight_ = 0;
   size_t taken_ = 0;
   bool failed_ = false;
+  bool busy_ = false;  // a thread is in Next(); GIL held to touch
 };
 
 BatchedReaderHolder OpenBatched(std::vector<Reader> readers,

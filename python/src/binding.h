@@ -37,6 +37,21 @@ class GilRelease {
   PyThreadState* state_;
 };
 
+// Marks an iterator busy while one thread is inside it with the GIL
+// released (a RangeStream is used by one thread at a time). Set and checked
+// under the GIL, so a second thread sees it: ValueError, as Python's
+// "generator already executing".
+class BusyGuard {
+ public:
+  explicit BusyGuard(bool* busy);
+  BusyGuard(const BusyGuard&) = delete;
+  BusyGuard& operator=(const BusyGuard&) = delete;
+  ~BusyGuard() { *busy_ = false; }
+
+ private:
+  bool* busy_;
+};
+
 // A non-OK Status thrown through pybind11; the translator registered by
 // BindErrors turns it into the Python exception MakeException builds.
 class StatusError : public std::exception {
@@ -54,6 +69,14 @@ class StatusError : public std::exception {
 // Throws StatusError when `status` is not OK.
 inline void ThrowIfError(const Status& status) {
   if (!status.ok()) throw StatusError(status);
+}
+
+inline BusyGuard::BusyGuard(bool* busy) : busy_(busy) {
+  if (*busy) {
+    throw StatusError(Status::InvalidArgument(
+        "iterator already executing in another thread"));
+  }
+  *busy = true;
 }
 template <typename T>
 T ValueOrThrow(Result<T> result) {

@@ -34,6 +34,7 @@ class RangeIterator {
     if (!stream_) throw py::stop_iteration();
     std::optional<Result<std::optional<RangeResult>>> next;
     {
+      BusyGuard guard(&busy_);
       GilRelease release;
       next.emplace(stream_->Next());
     }
@@ -52,6 +53,7 @@ class RangeIterator {
 
   void Close() {
     if (!stream_) return;
+    BusyGuard guard(&busy_);  // not while another thread is in Next()
     // Cancel takes the limiter's lock, which library threads hold briefly;
     // never wait for it while holding the GIL.
     GilRelease release;
@@ -59,10 +61,12 @@ class RangeIterator {
   }
 
   size_t size() const { return size_; }
+  bool running() const { return busy_; }
 
  private:
   std::optional<RangeStream> stream_;
   size_t size_ = stream_ ? stream_->size() : 0;
+  bool busy_ = false;  // a thread is in Next() or Close(); GIL held to touch
 };
 
 // Any integer (int, bool, numpy.int64: whatever has __index__), so that
@@ -293,6 +297,9 @@ void BindReader(py::module_& m) {
       .def("__iter__", [](py::object self) { return self; })
       .def("__next__", &RangeIterator::Next)
       .def("__len__", &RangeIterator::size)
+      .def_property_readonly("running", &RangeIterator::running,
+                             "True while a thread is inside next() (as a "
+                             "generator's gi_running).")
       .def("close", &RangeIterator::Close,
            "Cancels the undelivered reads and returns their permits.")
       .def("__enter__", [](py::object self) { return self; })

@@ -167,3 +167,23 @@ print("exiting")
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "exiting"
+
+
+def test_one_iterator_shared_by_two_threads_is_refused():
+    from test_reader import wait_until
+    source = BarrierSource(1 << 20, width=3, timeout_s=30)
+    reader = rangeio.open(source, planner="none")
+    it = reader.read_ranges([(0, 10), (100, 10)], order="ordered")
+    got = []
+    t = threading.Thread(target=lambda: got.append(next(it)))
+    t.start()
+    # The thread waits inside next(): its two reads are held by the barrier.
+    assert wait_until(lambda: it.running)
+    with pytest.raises(ValueError, match="already executing"):
+        next(it)
+    with pytest.raises(ValueError, match="already executing"):
+        it.close()
+    assert bytes(reader.read(500, 10)) == expected(500, 10)  # third: opens
+    t.join()
+    assert got[0][0] == 0 and bytes(got[0][1]) == expected(0, 10)
+    assert [(i, bytes(v)) for i, v in it] == [(1, expected(100, 10))]
