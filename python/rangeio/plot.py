@@ -40,9 +40,13 @@ def plot(rows, out, title):
     fig, (cdf_ax, bar_ax) = plt.subplots(1, 2, figsize=(12, 4.5))
     for r in rows:
         pts = cdf_points(r)
-        if pts:
-            ms, q = zip(*pts)
+        if not pts:
+            continue
+        ms, q = zip(*pts)
+        if r.get("latency_cdf"):
             cdf_ax.step(ms, q, where="post", marker=".", label=r["strategy"])
+        else:  # a few percentiles only: points joined by a dashed line
+            cdf_ax.plot(ms, q, "o--", label=r["strategy"] + " (percentiles)")
     cdf_ax.set_xscale("log")
     cdf_ax.set_xlabel("latency of one read (ms, log)")
     cdf_ax.set_ylabel("fraction of reads")
