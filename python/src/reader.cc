@@ -28,7 +28,12 @@ class RangeIterator {
   explicit RangeIterator(RangeStream stream) : stream_(std::move(stream)) {}
   RangeIterator(const RangeIterator&) = delete;
   RangeIterator& operator=(const RangeIterator&) = delete;
-  ~RangeIterator() { Close(); }
+  // Python frees it only once no thread is inside Next(): no BusyGuard.
+  ~RangeIterator() {
+    if (!stream_) return;
+    GilRelease release;  // Cancel takes the limiter's lock
+    stream_.reset();
+  }
 
   py::tuple Next() {
     if (!stream_) throw py::stop_iteration();
