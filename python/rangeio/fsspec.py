@@ -1,0 +1,144 @@
+"""An fsspec filesystem over rangeio: protocol "rangeio".
+
+    import fsspec, rangeio.fsspec
+    fs = fsspec.filesystem("rangeio", read_thread_num=64)
+    fs.cat_ranges(["s3://bucket/a.parquet"] * 3, [0, 100, 5000], [10, 200, 6000])
+    with fs.open("http://host/data.bin") as f: f.seek(4096); f.read(100)
+
+Paths are anything rangeio.open takes (s3://, http(s)://, file://, plain
+paths), optionally prefixed with "rangeio://". Every read of the filesystem
+goes through one Limiter, shared by the readers of all its paths; options
+are those of rangeio.open (reader and source keys with "_"). cat_ranges
+issues all the ranges of a call at once, one read_ranges stream per object.
+fsspec's API returns bytes, so results are copied once out of rangeio's
+buffers; use rangeio.open for zero-copy memoryviews.
+"""
+
+import threading
+
+import fsspec
+from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
+
+import rangeio
+
+_PREFIX = "rangeio://"
+
+
+class RangeioFileSystem(AbstractFileSystem):
+    protocol = "rangeio"
+    # Readers are cheap to keep, but each instance owns a Limiter: cache
+    # instances per options as fsspec does by default.
+    cachable = True
+
+    def __init__(self, limiter=None, **options):
+        super().__init__(limiter=limiter, **options)
+        self._options = {k: v for k, v in options.items()
+                         if k not in ("skip_instance_cache", "use_listings_cache",
+                                      "listings_expiry_time", "max_paths")}
+        limiter_keys = ("read_thread_num", "response_budget_count",
+                        "response_budget_bytes")
+        self.limiter = limiter or rangeio.Limiter(
+            **{k: v for k, v in self._options.items() if k in limiter_keys})
+        self._reader_options = {k: v for k, v in self._options.items()
+                                if k not in limiter_keys}
+        self._readers = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        path = str(path)
+        return path[len(_PREFIX):] if path.startswith(_PREFIX) else path
+
+    def reader(self, path):
+        """The rangeio.Reader of `path` (opened once, on the shared Limiter)."""
+        path = self._strip_protocol(path)
+        with self._lock:
+            reader = self._readers.get(path)
+        if reader is None:
+            reader = rangeio.open(path, limiter=self.limiter,
+                                  **self._reader_options)
+            with self._lock:
+                reader = self._readers.setdefault(path, reader)
+        return reader
+
+    def info(self, path, **kwargs):
+        path = self._strip_protocol(path)
+        return {"name": path, "size": self.reader(path).size, "type": "file"}
+
+    def ls(self, path, detail=True, **kwargs):
+        entry = self.info(path)
+        return [entry] if detail else [entry["name"]]
+
+    def _range(self, path, start, end):
+        """fsspec's (start, end) with None and negatives -> (offset, length)."""
+        size = self.reader(path).size
+        start = 0 if start is None else start
+        end = size if end is None else end
+        if start < 0:
+            start = max(size + start, 0)
+        if end < 0:
+            end = max(size + end, 0)
+        end = min(end, size)
+        if start > size:
+            raise ValueError(f"{path}: start {start} is past its size {size}")
+        return start, max(end - start, 0)
+
+    def cat_file(self, path, start=None, end=None, **kwargs):
+        offset, length = self._range(path, start, end)
+        return bytes(self.reader(path).read(offset, length))
+
+    def cat_ranges(self, paths, starts, ends, max_gap=None, on_error="return",
+                   **kwargs):
+        if not isinstance(paths, list):
+            raise TypeError("paths must be a list")
+        n = len(paths)
+        starts = starts if isinstance(starts, list) else [starts] * n
+        ends = ends if isinstance(ends, list) else [ends] * n
+        if len(starts) != n or len(ends) != n:
+            raise ValueError("paths, starts and ends differ in length")
+        out = [None] * n
+        by_path = {}
+        for i, (p, s, e) in enumerate(zip(paths, starts, ends)):
+            try:
+                r = self._range(p, s, e)
+                by_path.setdefault(self._strip_protocol(p), []).append((i, r))
+            except Exception as err:  # noqa: BLE001 (fsspec's on_error)
+                if on_error != "return":
+                    raise
+                out[i] = err
+        # Start every object's stream first, then drain them: all objects'
+        # reads are in flight together, bounded by the shared Limiter.
+        streams = []
+        for path, items in by_path.items():
+            ranges = [r for _, r in items]
+            streams.append((path, items,
+                            self.reader(path).read_ranges(ranges)))
+        for path, items, stream in streams:
+            try:
+                for k, view in stream:
+                    out[items[k][0]] = bytes(view)
+            except Exception as err:  # noqa: BLE001
+                if on_error != "return":
+                    raise
+                for i, _ in items:
+                    if out[i] is None:
+                        out[i] = err
+        return out
+
+    def _open(self, path, mode="rb", block_size="default", autocommit=True,
+              cache_options=None, **kwargs):
+        if mode != "rb":
+            raise ValueError(f"rangeio opens objects read-only, not {mode!r}")
+        return RangeioFile(self, self._strip_protocol(path), mode=mode,
+                           block_size=block_size, cache_options=cache_options,
+                           size=self.reader(path).size, **kwargs)
+
+
+class RangeioFile(AbstractBufferedFile):
+    """A read-only file whose buffered reads are rangeio reads."""
+
+    def _fetch_range(self, start, end):
+        return bytes(self.fs.reader(self.path).read(start, end - start))
+
+
+fsspec.register_implementation("rangeio", RangeioFileSystem, clobber=True)
