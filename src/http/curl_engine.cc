@@ -115,18 +115,10 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     WakeLoop();
   }
 
-  // Source::CancelReads: every read of `sink` the loop runs or waits to
-  // retry ends with Cancelled.
-  void CancelAll(const ReadSink* sink) EXCLUDES(mu_) {
-    {
-      MutexLock lk(mu_);
-      cancels_.push_back({sink, std::nullopt});
-    }
-    WakeLoop();
-  }
-
-  // Source::Cancel: the loop drops the read (sink, tag) if still active.
-  void Cancel(const ReadSink* sink, uint64_t tag) EXCLUDES(mu_) {
+  // Source::CancelReads (no tag: every read of the sink) and Source::Cancel
+  // (one read): the loop ends the matching reads it runs or waits to retry.
+  void RequestCancel(const ReadSink* sink, std::optional<uint64_t> tag)
+      EXCLUDES(mu_) {
     {
       MutexLock lk(mu_);
       cancels_.push_back({sink, tag});
@@ -181,17 +173,11 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
       // Cancels first: they are for reads submitted before them, and a
       // sink's address may already belong to a new stream's reads that
       // are among `incoming`.
-      std::vector<const ReadSink*> whole;
-      for (const CancelRequest& c : cancels) {
-        if (!c.tag) whole.push_back(c.sink);
-      }
-      if (!whole.empty()) CancelTransfers(whole);
+      CancelMatching(cancels, /*whole_sinks=*/true);
       uint64_t now = NowNanos();
       for (auto& t : incoming) Start(std::move(t), now);
       // One read's cancel (a hedge's loser) may be for a read just started.
-      for (const CancelRequest& c : cancels) {
-        if (c.tag) CancelTransfer(c.sink, *c.tag);
-      }
+      CancelMatching(cancels, /*whole_sinks=*/false);
       RunDueTimer();
       Reap();
       now = NowNanos();
@@ -450,21 +436,26 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     retry_heap_.push({now + wait, t});
   }
 
-  // Ends every active transfer of the given sinks with Cancelled: in flight
+  // Ends with Cancelled every active transfer that a request of `cancels`
+  // names (those for whole sinks, or those for one read): in flight
   // (removed from the multi handle, which closes a connection mid-answer)
-  // or waiting to retry (taken out of the retry heap).
-  void CancelTransfers(const std::vector<const ReadSink*>& sinks) {
+  // or waiting to retry (taken out of the retry heap); its buffer goes too.
+  void CancelMatching(const std::vector<CancelRequest>& cancels,
+                      bool whole_sinks) {
     std::vector<Transfer*> doomed;
     for (const auto& owned : active_) {
-      if (std::find(sinks.begin(), sinks.end(), owned->sink) != sinks.end()) {
-        doomed.push_back(owned.get());
+      for (const CancelRequest& c : cancels) {
+        if (c.tag.has_value() == whole_sinks || c.sink != owned->sink) continue;
+        if (!c.tag || *c.tag == owned->tag) {
+          doomed.push_back(owned.get());
+          break;
+        }
       }
     }
     if (doomed.empty()) return;
     std::vector<Wake> keep;
-    while (!retry_heap_.empty()) {
-      const Wake w = retry_heap_.top();
-      retry_heap_.pop();
+    for (; !retry_heap_.empty(); retry_heap_.pop()) {
+      const Wake& w = retry_heap_.top();
       if (std::find(doomed.begin(), doomed.end(), w.t) == doomed.end()) {
         keep.push_back(w);
       }
@@ -513,26 +504,6 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
       retry_heap_.pop();
       Launch(t, now);
     }
-  }
-
-  // Removes the transfer of (sink, tag) from the multi handle (or from the
-  // retry heap) and completes it with Cancelled; its buffer goes with it.
-  void CancelTransfer(const ReadSink* sink, uint64_t tag) {
-    auto it = std::find_if(active_.begin(), active_.end(), [&](const auto& t) {
-      return t->sink == sink && t->tag == tag;
-    });
-    if (it == active_.end()) return;  // done already, or never submitted
-    Transfer* t = it->get();
-    if (!t->waiting) {
-      curl_multi_remove_handle(multi_, t->easy);
-    } else {
-      std::vector<Wake> keep;
-      for (; !retry_heap_.empty(); retry_heap_.pop()) {
-        if (retry_heap_.top().t != t) keep.push_back(retry_heap_.top());
-      }
-      for (const Wake& w : keep) retry_heap_.push(w);
-    }
-    Complete(t, Status::Cancelled(t->What() + ": cancelled"));
   }
 
   // Takes `t` out of the loop; its sink is called by DeliverDone.
@@ -631,10 +602,12 @@ void CurlEngine::Unregister(uint32_t max_connections) {
 
 bool CurlEngine::OnLoopThread() const { return core_->OnLoopThread(); }
 
-void CurlEngine::CancelAll(const ReadSink* sink) { core_->CancelAll(sink); }
+void CurlEngine::CancelAll(const ReadSink* sink) {
+  core_->RequestCancel(sink, std::nullopt);
+}
 
 void CurlEngine::Cancel(const ReadSink* sink, uint64_t tag) {
-  core_->Cancel(sink, tag);
+  core_->RequestCancel(sink, tag);
 }
 
 void CurlEngine::Submit(std::shared_ptr<HttpTarget> target, ByteRange range,
