@@ -28,24 +28,6 @@ using testing::OpenTestObject;
 using testing::ProxyListener;
 using testing::ReadOnce;
 
-// Every key the seed script uploads (tests/servers/seed.js KEYS).
-const char* const kSpecialKeys[] = {
-    "pattern.bin",
-    "dir/sub/pattern.bin",
-    "with space.bin",
-    "plus+sign.bin",
-    "eq=uals.bin",
-    "per%cent.bin",
-    "per%20cent.bin",
-    "unicod\xc3\xa9 \xe2\x98\x83.bin",
-    "mixed dir/a+b=c%d \xc3\xa9 \xe2\x98\x83 ~!*'()&$@,;:.bin",
-    "dots/../up..bin",
-    "q?a&b#c.bin",
-    " lead and trail spaces.bin ",
-    "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e/\xe3\x82\xad\xe3\x83\xbc.bin",
-    "emoji \xf0\x9f\x98\x80\xf0\x9f\x9a\x80.bin",
-};
-
 // The S3 servers, each with path-style and virtual-hosted addressing:
 // s3rver (a mock) and Ceph RGW (a real object store that checks every
 // signature).
@@ -68,7 +50,7 @@ INSTANTIATE_TEST_SUITE_P(Servers, S3ServerTest,
 TEST_P(S3ServerTest, KeysWithSpacesPlusEqualsPercentDotsUnicodeAndSlashes) {
   RANGEIO_NEED_SERVERS(s);
   RANGEIO_NEED_BACKEND(s, GetParam());
-  for (const char* key : kSpecialKeys) {
+  for (const char* key : testing::kSeededKeys) {
     auto src = OpenTestObject(s, GetParam(), key, FastOptions());
     ASSERT_TRUE(src.ok()) << key << ": " << src.status().ToString();
     EXPECT_EQ((*src)->name(), "s3://" + s.bucket + "/" + key);

@@ -265,11 +265,7 @@ TEST(CliCatTest, NginxNamesWithSpacesPlusEqualsPercentUnicodeParentheses) {
 TEST(CliCatTest, S3KeysWithSpacesPlusEqualsPercentUnicodeParentheses) {
   RANGEIO_NEED_SERVERS(s);
   for (const Store& store : Stores(s)) {
-    // The seed uploads pattern.bin under these keys (tests/servers/seed.js).
-    for (const char* key :
-         {"with space.bin", "plus+sign.bin", "eq=uals.bin", "per%cent.bin",
-          "per%20cent.bin", "unicod\xc3\xa9 \xe2\x98\x83.bin",
-          "mixed dir/a+b=c%d \xc3\xa9 \xe2\x98\x83 ~!*'()&$@,;:.bin"}) {
+    for (const char* key : testing::kSeededKeys) {
       SCOPED_TRACE(store.name + ": " + key);
       const CliRun r =
           RunCli(CatArgs("s3://" + s.bucket + "/" + key), S3Env(store));

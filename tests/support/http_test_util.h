@@ -71,6 +71,25 @@ Result<Slice> ReadOnce(Source& source, ByteRange range);
 // Whether `bytes` are SimulatedByteAt over `range` (the seeded pattern).
 bool MatchesSeeded(ByteRange range, const Slice& bytes);
 
+// Every key the seed script uploads to each S3 store, holding pattern.bin
+// (tests/servers/seed.js KEYS; keep the two in step).
+inline constexpr const char* kSeededKeys[] = {
+    "pattern.bin",
+    "dir/sub/pattern.bin",
+    "with space.bin",
+    "plus+sign.bin",
+    "eq=uals.bin",
+    "per%cent.bin",
+    "per%20cent.bin",
+    "unicod\xc3\xa9 \xe2\x98\x83.bin",
+    "mixed dir/a+b=c%d \xc3\xa9 \xe2\x98\x83 ~!*'()&$@,;:.bin",
+    "dots/../up..bin",
+    "q?a&b#c.bin",
+    " lead and trail spaces.bin ",
+    "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e/\xe3\x82\xad\xe3\x83\xbc.bin",
+    "emoji \xf0\x9f\x98\x80\xf0\x9f\x9a\x80.bin",
+};
+
 }  // namespace rangeio::testing
 
 // After RANGEIO_NEED_SERVERS(servers): skips the test (fails it under
