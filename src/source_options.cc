@@ -11,10 +11,12 @@
 
 #include "parse_text.h"
 #include "rangeio/open_source.h"
+#include "redact.h"
 
 namespace rangeio {
 namespace {
 
+using detail::ForeignText;
 using detail::ParseBytes;
 using detail::ParseU64;
 
@@ -29,7 +31,7 @@ bool IsCredentialKey(std::string_view key) {
 Status Invalid(std::string_view key, std::string_view value,
                std::string_view valid) {
   const std::string shown =
-      IsCredentialKey(key) ? std::string() : "='" + std::string(value) + "'";
+      IsCredentialKey(key) ? std::string() : "='" + ForeignText(value) + "'";
   return Status::InvalidArgument("option " + std::string(key) + shown +
                                  " is invalid: " + std::string(valid));
 }
@@ -202,7 +204,7 @@ Status SourceOptions::Set(std::string_view key, std::string_view value) {
   if (In(kS3Keys, key)) return SetS3(key, value, &s3);
   if (In(kLocalKeys, key)) return SetLocal(key, value, &local);
   return Status::InvalidArgument(
-      "unknown source option '" + std::string(key) +
+      "unknown source option '" + ForeignText(key) +
       "': see docs/options.md for the keys of local files, HTTP and S3");
 }
 

@@ -269,6 +269,7 @@ TEST(SourceOptionsTest, BadValuesNameTheKeyButNeverACredential) {
     ASSERT_FALSE(st.ok()) << k << "=" << v;
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
     EXPECT_THAT(st.message(), HasSubstr(std::string("option ") + k));
+    EXPECT_EQ(st.message().find('\n'), std::string::npos) << "raw newline";
   }
   for (const char* k :
        {"access-key-id", "secret-access-key", "session-token"}) {
