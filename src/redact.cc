@@ -92,34 +92,50 @@ std::string ForeignText(std::string_view text, size_t max) {
   return out;
 }
 
-std::string RedactUrl(std::string_view url) {
-  if (url.find(":/") == std::string_view::npos) return ForeignText(url);
+namespace {
+
+// One pass: every userinfo dropped (until none is left), then the signing
+// query values hidden. Empty when the userinfo never settles.
+std::string RedactOnce(std::string_view url) {
   // Dropping a userinfo can join what was around it into a new one
   // ("s3:/x@/k@" -> "s3://k@", found by url_fuzz): again until nothing
-  // changes. Each pass eats a '/' of the joined prefix, so a few suffice;
-  // a text that still changes after 8 is not shown at all.
+  // changes. Each pass eats a '/' of the joined prefix, so a few suffice.
   std::string plain = DropUserinfo(url);
   for (int pass = 0;; ++pass) {
     std::string again = DropUserinfo(plain);
     if (again == plain) break;
-    if (pass == 8) {
-      return "(a URL of " + std::to_string(url.size()) +
-             " bytes that could not be redacted)";
-    }
+    if (pass == 8) return {};
     plain = std::move(again);
   }
   const std::string_view u = plain;
-  std::string out;
   const size_t q = u.find('?');
-  if (q == std::string_view::npos) {
-    out = plain;
-  } else {
-    const size_t hash = u.find('#', q);
-    const std::string_view query =
-        u.substr(q + 1, hash == std::string_view::npos ? std::string_view::npos
-                                                       : hash - q - 1);
-    out.append(u.substr(0, q + 1)).append(RedactQuery(query));
-    if (hash != std::string_view::npos) out.append(u.substr(hash));
+  if (q == std::string_view::npos) return plain;
+  const size_t hash = u.find('#', q);
+  const std::string_view query =
+      u.substr(q + 1, hash == std::string_view::npos ? std::string_view::npos
+                                                     : hash - q - 1);
+  std::string out(u.substr(0, q + 1));
+  out.append(RedactQuery(query));
+  if (hash != std::string_view::npos) out.append(u.substr(hash));
+  return out;
+}
+
+}  // namespace
+
+std::string RedactUrl(std::string_view url) {
+  if (url.find(":/") == std::string_view::npos) return ForeignText(url);
+  // Hiding a query value can join text into a new userinfo too (url_fuzz):
+  // passes until the text is stable; one that never is is not shown.
+  std::string out(url);
+  for (int pass = 0;; ++pass) {
+    std::string again = RedactOnce(out);
+    if (again.empty() && !out.empty()) pass = 8;
+    if (again == out) break;
+    if (pass >= 8) {
+      return "(a URL of " + std::to_string(url.size()) +
+             " bytes that could not be redacted)";
+    }
+    out = std::move(again);
   }
   // Escaped and bounded after redaction, so that no secret is cut in half.
   return ForeignText(out, kMaxForeignText * 4);
