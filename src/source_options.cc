@@ -110,6 +110,13 @@ Status SetHttp(std::string_view key, std::string_view value, HttpOptions* h) {
     return SetCount(key, value, 0, uint64_t{1} << 40, &h->min_bytes_per_second);
   }
   if (key == "verify-tls") return SetBool(key, value, &h->verify_tls);
+  if (key == "adaptive") {
+    if (value != "on" && value != "off") {
+      return Invalid(key, value, "valid on, off");
+    }
+    h->adaptive = value == "on";
+    return Status::OK();
+  }
   if (key == "ca-file") return SetText(key, value, &h->ca_file);
   // key == "size-hint"
   if (!ParseBytes(value, &n)) {
@@ -166,7 +173,7 @@ Status SetLocal(std::string_view key, std::string_view value,
   return Status::OK();
 }
 
-constexpr std::array<std::string_view, 12> kHttpKeys = {"min-bytes-per-second",
+constexpr std::array<std::string_view, 13> kHttpKeys = {"min-bytes-per-second",
                                                         "connect-timeout-ms",
                                                         "first-byte-timeout-ms",
                                                         "stall-timeout-ms",
@@ -177,6 +184,7 @@ constexpr std::array<std::string_view, 12> kHttpKeys = {"min-bytes-per-second",
                                                         "max-connections",
                                                         "verify-tls",
                                                         "ca-file",
+                                                        "adaptive",
                                                         "size-hint"};
 constexpr std::array<std::string_view, 8> kS3Keys = {
     "endpoint",      "region",        "profile",

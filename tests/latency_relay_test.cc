@@ -403,6 +403,54 @@ TEST(LatencyRelayTest, UnreachableUpstreamClosesTheClient) {
       << exit.stderr_text;
 }
 
+// --rate-limit: a request that finds the token bucket empty is answered
+// 503 with S3's SlowDown body and never reaches the upstream; requests
+// pipelined behind another are not judged, and wait for its 503. Rate 1/s
+// with a burst of 2: the third request, sent right after, finds no token.
+TEST(LatencyRelayTest, RateLimitAnswersSlowDownAboveTheBucket) {
+  Upstream upstream;
+  RelayProcess relay(
+      {"--upstream", upstream.hostport(), "--rate-limit", "1", "--burst", "2"});
+  const int port = relay.WaitPort();
+  ASSERT_GT(port, 0);
+  const int fd = Connect(port);
+  std::string rest;
+  Response r;
+  for (int i = 0; i < 3; ++i) {
+    SendAll(fd, "GET /bytes/10 HTTP/1.1\r\nHost: x\r\n\r\n");
+    ASSERT_TRUE(ReadResponse(fd, &rest, &r)) << "request " << i;
+    if (i < 2) {
+      EXPECT_TRUE(r.head.starts_with("HTTP/1.1 200")) << r.head;
+      EXPECT_EQ(r.body, Pattern(10));
+    } else {
+      EXPECT_TRUE(r.head.starts_with("HTTP/1.1 503")) << r.head;
+      EXPECT_NE(r.body.find("<Code>SlowDown</Code>"), std::string::npos)
+          << r.body;
+    }
+  }
+  // Pipelined on the now idle connection: the first is judged (503), the
+  // two behind it pass, and the answers keep their order.
+  SendAll(fd,
+          "GET /bytes/1 HTTP/1.1\r\nHost: x\r\n\r\n"
+          "GET /bytes/2 HTTP/1.1\r\nHost: x\r\n\r\n"
+          "GET /bytes/3 HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_TRUE(ReadResponse(fd, &rest, &r));
+  EXPECT_TRUE(r.head.starts_with("HTTP/1.1 503")) << r.head;
+  for (int i = 2; i <= 3; ++i) {
+    ASSERT_TRUE(ReadResponse(fd, &rest, &r)) << "pipelined " << i;
+    EXPECT_EQ(r.body, Pattern(static_cast<size_t>(i)));
+  }
+  close(fd);
+  // The 503s never went upstream.
+  EXPECT_EQ(upstream.paths(),
+            (std::vector<std::string>{"/bytes/10", "/bytes/10", "/bytes/2",
+                                      "/bytes/3"}));
+  const Exit exit = relay.Wait(/*terminate=*/true);
+  EXPECT_EQ(exit.status, 0) << exit.stderr_text;
+  EXPECT_NE(exit.stderr_text.find("2 answered 503 SlowDown"), std::string::npos)
+      << exit.stderr_text;
+}
+
 TEST(LatencyRelayTest, BadOptionsFailNamingTheOption) {
   const struct {
     std::vector<std::string> args;
@@ -423,6 +471,8 @@ TEST(LatencyRelayTest, BadOptionsFailNamingTheOption) {
         R"({"kind": "every", "k": 0, "base_ms": 1, "slow_ms": 2})"},
        "\"k\""},
       {{"--upstream", "127.0.0.1:1", "--frobnicate", "1"}, "--frobnicate"},
+      {{"--upstream", "127.0.0.1:1", "--rate-limit", "fast"}, "--rate-limit"},
+      {{"--upstream", "127.0.0.1:1", "--burst", "0"}, "--burst"},
       {{"--upstream"}, "--upstream"},
   };
   for (const auto& c : cases) {

@@ -205,6 +205,7 @@ TEST(SourceOptionsTest, EveryKeySetsItsField) {
       {"max-connections", "16"},
       {"verify-tls", "false"},
       {"ca-file", "/etc/ca.pem"},
+      {"adaptive", "off"},
       {"size-hint", "2MiB"},
       {"endpoint", "http://127.0.0.1:9000"},
       {"region", "eu-west-1"},
@@ -236,6 +237,7 @@ TEST(SourceOptionsTest, EveryKeySetsItsField) {
   EXPECT_EQ(o.http.max_connections, 16u);
   EXPECT_FALSE(o.http.verify_tls);
   EXPECT_EQ(o.http.ca_file, "/etc/ca.pem");
+  EXPECT_FALSE(o.http.adaptive);
   EXPECT_EQ(o.http.size_hint, std::optional<uint64_t>(2u << 20));
   EXPECT_EQ(o.s3.endpoint, "http://127.0.0.1:9000");
   EXPECT_EQ(o.s3.region, "eu-west-1");
@@ -262,6 +264,7 @@ TEST(SourceOptionsTest, BadValuesNameTheKeyButNeverACredential) {
       {"addressing", "vhost"},     {"local-engine", "aio"},
       {"local-threads", "0"},      {"hit-threads", "4097"},
       {"region", "eu\nwest"},      {"anonymous", "1"},
+      {"adaptive", "true"},
   };
   for (const auto& [k, v] : bad) {
     SourceOptions o;

@@ -35,6 +35,7 @@ int RunBench(const std::vector<std::string>& scenarios,
                : s == "http"      ? rangeio::bench::RunHttp(bo)
                : s == "soak"      ? rangeio::bench::RunSoak(bo)
                : s == "hedge"     ? rangeio::bench::RunHedge(bo)
+               : s == "throttle"  ? rangeio::bench::RunThrottle(bo)
                                   : rangeio::bench::RunBlob(bo);
     rangeio::bench::Progress::Get().Done();
     if (!rep.ok()) return Fail("bench " + s, rep.status());
@@ -187,8 +188,22 @@ int Main(int argc, char** argv) {
       "Hedged reads vs a straggler tail: sim, then HTTP via the relay");
   hedge->add_option("--url", bo.url,
                     "default $RANGEIO_BENCH_HTTP_STRAGGLER_URL");
+  CLI::App* throttle = bench->add_subcommand(
+      "throttle",
+      "Adaptive concurrency vs fixed-64 against a relay answering 503 "
+      "SlowDown above 800 requests/s");
+  throttle->add_option("--url", bo.url,
+                       "default $RANGEIO_BENCH_HTTP_THROTTLED_URL");
+  throttle->add_option("--free-url", bo.capacity_url,
+                       "default $RANGEIO_BENCH_HTTP_URL");
+  throttle
+      ->add_option("--seconds", bo.throttle_seconds,
+                   "Run time per row (default 20)")
+      ->check(CLI::Range(1.0, 3600.0));
+  throttle->add_option("--json", json_path,
+                       "Also write the figures as JSON to this file");
   for (CLI::App* sub :
-       {straggler, hot, coalesce, local, http, blob, url, hedge}) {
+       {straggler, hot, coalesce, local, http, blob, url, hedge, throttle}) {
     sub->add_flag("--quiet,-q", quiet, "No progress line on stderr");
   }
   for (CLI::App* sub : {straggler, hot, coalesce, http, blob, hedge}) {
@@ -239,6 +254,7 @@ int Main(int argc, char** argv) {
     scenarios.push_back("url");
   }
   if (hedge->parsed()) scenarios.push_back("hedge");
+  if (throttle->parsed()) scenarios.push_back("throttle");
   if (scenarios.empty()) {
     // The embedded-defaults run: every scenario that needs no servers.
     scenarios = {"straggler", "hot-cache", "coalesce", "local"};

@@ -95,6 +95,10 @@ struct BenchOptions {
   std::string url;
   std::string capacity_url;
   int soak_seconds = 600;  // soak: how long it runs
+  // throttle: seconds per row (url: the rate-limited relay, capacity_url:
+  // the plain one; default $RANGEIO_BENCH_HTTP_THROTTLED_URL and
+  // $RANGEIO_BENCH_HTTP_URL).
+  double throttle_seconds = 20;
 };
 
 // bench url: ranged reads of any object OpenSource opens.
@@ -130,6 +134,7 @@ Result<Report> RunHttp(const BenchOptions& options);
 Result<Report> RunBlob(const BenchOptions& options);
 Result<Report> RunHedge(const BenchOptions& options);
 Result<Report> RunSoak(const BenchOptions& options);
+Result<Report> RunThrottle(const BenchOptions& options);
 Result<Report> RunUrl(const UrlBenchOptions& options);
 
 // "100KiB", "1M", "4096" (binary suffixes K, KiB, M, MiB, G, GiB) for the

@@ -268,6 +268,14 @@ void Accumulate(const Figures& f, Figures* t) {
     h.retries_throttled += f.http->retries_throttled;
     h.retries_connection += f.http->retries_connection;
     h.retries_timeout += f.http->retries_timeout;
+    h.throttled += f.http->throttled;
+    // The adaptive limit: where the last round left it, the lowest of all.
+    h.endpoint_limit = f.http->endpoint_limit;
+    h.endpoint_min_limit =
+        h.endpoint_min_limit == 0
+            ? f.http->endpoint_min_limit
+            : std::min(h.endpoint_min_limit, f.http->endpoint_min_limit);
+    h.endpoint_throttled_ns += f.http->endpoint_throttled_ns;
   }
   t->latency.Merge(f.latency);
   t->peak_inflight = std::max(t->peak_inflight, f.peak_inflight);
@@ -309,6 +317,12 @@ Row MakeRow(const std::string& name, const Figures& f, uint64_t block,
     row.extra["retry_throttle"] = f.http->retries_throttled;
     row.extra["retry_conn"] = f.http->retries_connection;
     row.extra["retry_timeout"] = f.http->retries_timeout;
+    row.extra["throttled"] = f.http->throttled;
+    if (f.http->endpoint_limit > 0) {  // adaptive on (docs/http-s3.md)
+      row.extra["limit"] = f.http->endpoint_limit;
+      row.extra["min_limit"] = f.http->endpoint_min_limit;
+      row.extra["throttled_s"] = Ms(f.http->endpoint_throttled_ns) / 1000;
+    }
   }
   return row;
 }
@@ -344,11 +358,12 @@ Result<Report> RunUrl(const UrlBenchOptions& o) {
 
   Report rep;
   rep.scenario = "url";
-  rep.extra_order = {"reads",          "reads_per_s",  "mib_per_s",
-                     "p50_ms",         "p99_ms",       "p999_ms",
-                     "gets",           "heads",        "retry_5xx",
-                     "retry_throttle", "retry_conn",   "retry_timeout",
-                     "physical_bytes", "logical_bytes"};
+  rep.extra_order = {"reads",          "reads_per_s",    "mib_per_s",
+                     "p50_ms",         "p99_ms",         "p999_ms",
+                     "gets",           "heads",          "retry_5xx",
+                     "retry_throttle", "retry_conn",     "retry_timeout",
+                     "throttled",      "limit",          "min_limit",
+                     "throttled_s",    "physical_bytes", "logical_bytes"};
   rep.config = {
       {"url", probe->name()},
       {"object_bytes", size},

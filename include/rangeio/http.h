@@ -101,6 +101,17 @@ struct HttpOptions {
   // Options::kDefaultIoConcurrency. Valid 1..4096.
   uint32_t max_connections = 64;
 
+  // Adaptive concurrency: the requests in flight to this source's endpoint
+  // (scheme, host and port; and bucket for S3) follow one limit shared by
+  // every HTTP and S3 source of that endpoint in the process. A 429, 503 or
+  // S3 SlowDown cuts it, a time to first byte near its floor lets it grow
+  // back, between 1 and max_connections (the Limiter's io_concurrency still
+  // bounds each reader). Requests past the limit wait, they are not sent to
+  // be refused. On by default: with no throttling the limit stays at
+  // max_connections, so it costs nothing (docs/http-s3.md, "Adaptive
+  // concurrency", has the measurements and the rule).
+  bool adaptive = true;
+
   // The object's size in bytes, when the caller knows it (a table manifest,
   // a listing): Size() then returns it without any request.
   std::optional<uint64_t> size_hint;
@@ -159,10 +170,19 @@ struct HttpStats {
   uint64_t bytes = 0;            // body bytes received into read buffers
   uint64_t http2_responses = 0;  // answers that came over HTTP/2
   // Retries by the cause of the failed attempt.
-  uint64_t retries_5xx = 0;             // HTTP 5xx other than 503 SlowDown
-  uint64_t retries_throttled = 0;       // 429, 503 SlowDown / 503 (throttling)
-  uint64_t retries_connection = 0;      // refused, reset, closed mid-body
-  uint64_t retries_timeout = 0;         // connect, first byte, stall
+  uint64_t retries_5xx = 0;         // HTTP 5xx other than 503 SlowDown
+  uint64_t retries_throttled = 0;   // 429, 503 SlowDown / 503 (throttling)
+  uint64_t retries_connection = 0;  // refused, reset, closed mid-body
+  uint64_t retries_timeout = 0;     // connect, first byte, stall
+  uint64_t throttled = 0;           // attempts answered 429, 503 or S3 SlowDown
+  // Adaptive concurrency of the source's endpoint (shared with every source
+  // of it; all 0 when HttpOptions::adaptive is off): the limit now and its
+  // lowest, the throttled answers the endpoint got, and the time its limit
+  // spent below max_connections because of them.
+  uint32_t endpoint_limit = 0;
+  uint32_t endpoint_min_limit = 0;
+  uint64_t endpoint_throttles = 0;
+  uint64_t endpoint_throttled_ns = 0;
   LatencyHistogram time_to_first_byte;  // per attempt: send to first byte
   LatencyHistogram latency;  // per read: Read() to completion, retries in
 

@@ -26,6 +26,7 @@
 #include <memory>
 #include <string>
 
+#include "http/endpoint_limit.h"
 #include "http/http_dialect.h"
 #include "mutex.h"
 #include "rangeio/byte_range.h"
@@ -86,6 +87,9 @@ struct HttpTarget {
   bool answered = false;
 
   HttpStatsRecorder stats;
+  // The adaptive limit of the endpoint (HttpOptions::adaptive); null: off,
+  // attempts are bounded by the Limiter and max_connections only.
+  std::shared_ptr<EndpointLimit> endpoint;
 
   // The version every read of this source must see: the validator of the
   // first answer (a strong ETag, else Last-Modified), sent as If-Match (or

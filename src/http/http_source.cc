@@ -7,6 +7,7 @@
 #include <string>
 
 #include "buffer_pool.h"
+#include "clock.h"
 #include "mutex.h"
 #include "parse_text.h"
 #include "rangeio/http.h"
@@ -120,7 +121,17 @@ class HttpSource final : public Source {
     engine_->Cancel(sink, tag);
   }
 
-  HttpStats stats() const { return target_->stats.Snapshot(); }
+  HttpStats stats() const {
+    HttpStats s = target_->stats.Snapshot();
+    if (const auto& e = target_->endpoint) {
+      const detail::EndpointLimit::Snapshot l = e->Get(detail::NowNanos());
+      s.endpoint_limit = l.limit;
+      s.endpoint_min_limit = l.min_limit;
+      s.endpoint_throttles = l.throttles;
+      s.endpoint_throttled_ns = l.throttled_ns;
+    }
+    return s;
+  }
 
  private:
   const std::shared_ptr<detail::CurlEngine> engine_;
@@ -163,8 +174,33 @@ Result<std::string> RedactedHttpUrl(const std::string& url) {
 namespace detail {
 
 std::shared_ptr<Source> MakeHttpSource(std::shared_ptr<CurlEngine> engine,
-                                       std::shared_ptr<HttpTarget> target) {
+                                       std::shared_ptr<HttpTarget> target,
+                                       const std::string& endpoint) {
+  if (target->options.adaptive) {
+    target->endpoint =
+        EndpointLimit::Shared(endpoint, target->options.max_connections);
+  }
   return std::make_shared<HttpSource>(std::move(engine), std::move(target));
+}
+
+std::string EndpointOf(const std::string& url) {
+  CURLU* u = curl_url();
+  if (u == nullptr) return url;
+  std::string out = url;
+  char* scheme = nullptr;
+  char* host = nullptr;
+  char* port = nullptr;
+  if (curl_url_set(u, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK &&
+      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+      curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+      curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK) {
+    out = std::string(scheme) + "://" + host + ":" + port;
+  }
+  curl_free(scheme);
+  curl_free(host);
+  curl_free(port);
+  curl_url_cleanup(u);
+  return out;
 }
 
 }  // namespace detail
@@ -218,6 +254,11 @@ std::string HttpStats::ToString() const {
          "\nretries_throttled: " + std::to_string(retries_throttled) +
          "\nretries_connection: " + std::to_string(retries_connection) +
          "\nretries_timeout: " + std::to_string(retries_timeout) +
+         "\nthrottled: " + std::to_string(throttled) +
+         "\nendpoint_limit: " + std::to_string(endpoint_limit) +
+         "\nendpoint_min_limit: " + std::to_string(endpoint_min_limit) +
+         "\nendpoint_throttles: " + std::to_string(endpoint_throttles) +
+         "\nendpoint_throttled: " + ms(endpoint_throttled_ns) +
          "\nttfb_p50: " + ms(time_to_first_byte.Percentile(0.5)) +
          "\nttfb_p99: " + ms(time_to_first_byte.Percentile(0.99)) +
          "\nlatency_p50: " + ms(latency.Percentile(0.5)) +
@@ -240,7 +281,8 @@ Result<std::shared_ptr<Source>> OpenHttpSource(const std::string& url,
   target->name = std::move(name);
   target->options = options;
   if (options.size_hint) target->size = *options.size_hint;
-  return detail::MakeHttpSource(std::move(engine), std::move(target));
+  const std::string endpoint = detail::EndpointOf(url);
+  return detail::MakeHttpSource(std::move(engine), std::move(target), endpoint);
 }
 
 Result<HttpStats> GetHttpStats(const Source& source) {

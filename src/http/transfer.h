@@ -31,8 +31,10 @@ struct Transfer {
   bool size_probe = false;
 
   CURL* easy = nullptr;
-  size_t index = 0;      // position in the loop's list of active transfers
-  bool waiting = false;  // backing off before the next attempt
+  size_t index = 0;         // position in the loop's list of active transfers
+  bool waiting = false;     // backing off, or waiting for an endpoint slot
+  bool gated = false;       // waiting for a slot of target->endpoint
+  bool holds_slot = false;  // the current attempt holds an endpoint slot
   uint64_t start_ns = 0;
   uint64_t deadline_ns = 0;
   uint32_t attempt = 0;  // attempts started

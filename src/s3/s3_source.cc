@@ -82,7 +82,11 @@ Result<std::shared_ptr<Source>> OpenS3Source(const std::string& s3_url,
   target->follow_redirects = false;  // a redirect would need a new signature
   target->path_as_is = true;         // keys may hold "./" or "../"
   target->dialect = std::move(dialect);
-  return detail::MakeHttpSource(std::move(engine), std::move(target));
+  // S3 throttles per bucket (and prefix): one limit per endpoint and bucket.
+  const std::string limit_key =
+      detail::EndpointOf(target->url) + " bucket " + loc.bucket;
+  return detail::MakeHttpSource(std::move(engine), std::move(target),
+                                limit_key);
 }
 
 }  // namespace rangeio

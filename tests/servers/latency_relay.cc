@@ -20,6 +20,9 @@
 // the connection's own. Request bodies sent chunked are refused (rangeio and
 // curl send none).
 //
+// With --rate-limit, a token bucket answers requests above the rate with
+// 503 SlowDown (latency_relay_options.h), for `rangeio bench throttle`.
+//
 // SIGTERM or SIGINT ends it; it then prints one line to stderr: requests by
 // method, connections, response bytes and how late the timers fired.
 // Single-threaded: one epoll loop owns every connection.
@@ -66,6 +69,12 @@ constexpr uint64_t kListenKey = 0;
 constexpr uint64_t kTimerKey = 1;
 constexpr uint64_t kSignalKey = 2;
 constexpr uint64_t kFirstId = 2;
+
+// What S3 answers above a prefix's request rate (its error document).
+constexpr std::string_view kSlowDownBody =
+    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code>"
+    "<Message>Please reduce your request rate.</Message>"
+    "<RequestId>rangeio-latency-relay</RequestId></Error>";
 
 int64_t NowNs() {
   timespec ts;
@@ -115,12 +124,13 @@ class Relay {
     std::fprintf(
         stderr,
         "%s: %llu requests (%s) on %llu connections, %llu response "
-        "bytes; delayed requests sent %.3f ms late on average, "
-        "%.3f ms at most (%llu delayed)\n",
+        "bytes, %llu answered 503 SlowDown; delayed requests sent %.3f ms "
+        "late on average, %.3f ms at most (%llu delayed)\n",
         kProgram, static_cast<unsigned long long>(requests_),
         methods.empty() ? "none" : methods.c_str(),
         static_cast<unsigned long long>(accepted_),
         static_cast<unsigned long long>(response_bytes_),
+        static_cast<unsigned long long>(throttled_),
         delayed_ ? late_ns_sum_ / 1e6 / static_cast<double>(delayed_) : 0.0,
         static_cast<double>(late_ns_max_) / 1e6,
         static_cast<unsigned long long>(delayed_));
@@ -310,7 +320,9 @@ class Relay {
   // error, logged, or the upstream closed and its bytes reached the client).
   bool Pump(Connection& c) {
     if (c.client_readable && !c.client_eof && !ReadClient(c)) return false;
-    if (!WriteUpstream(c) || !RelayResponse(c)) return false;
+    if (!WriteReply(c) || !WriteUpstream(c) || !RelayResponse(c)) {
+      return false;
+    }
     if (c.upstream_eof && c.piped == 0) return false;
     // The client sent its last request (half-close): pass the FIN on once
     // every request went upstream; the upstream then answers and closes.
@@ -402,15 +414,64 @@ class Relay {
     auto uniform = [this] { return random_.Next(); };
     const double delay_ms = options_.latency.Delay(
         n, uniform, [&uniform] { return NormalFromUniforms(uniform); });
+    const bool throttled = c.Idle() && !TakeToken(now);
     const int64_t due =
         std::max(now + static_cast<int64_t>(delay_ms * 1e6), c.last_due_ns);
     c.last_due_ns = due;
-    c.waiting.push_back({due, due > now, std::string(request)});
+    c.waiting.push_back({due, due > now, throttled, std::string(request)});
+  }
+
+  // The token bucket of --rate-limit: true if the request may go upstream.
+  bool TakeToken(int64_t now) {
+    if (options_.rate_limit == 0) return true;
+    const double burst = options_.burst;
+    if (bucket_at_ns_ == 0) {
+      tokens_ = burst;
+    } else {
+      tokens_ =
+          std::min(burst, tokens_ + static_cast<double>(now - bucket_at_ns_) *
+                                        options_.rate_limit / 1e9);
+    }
+    bucket_at_ns_ = now;
+    if (tokens_ < 1) {
+      ++throttled_;
+      return false;
+    }
+    tokens_ -= 1;
+    return true;
+  }
+
+  // The relay's own answer to the client, once every upstream byte before
+  // it went out (a throttled request is only ever on an idle connection);
+  // the requests behind it go upstream once it is sent, so that their
+  // answers come after it.
+  bool WriteReply(Connection& c) {
+    while (c.client_writable && c.piped == 0 && c.reply_sent < c.reply.size()) {
+      const ssize_t n = send(c.client, c.reply.data() + c.reply_sent,
+                             c.reply.size() - c.reply_sent, MSG_NOSIGNAL);
+      if (n >= 0) {
+        c.reply_sent += static_cast<size_t>(n);
+        continue;
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        c.client_writable = false;
+        return true;
+      }
+      return false;  // the client is gone
+    }
+    if (c.reply_sent == c.reply.size() && !c.reply.empty()) {
+      c.reply.clear();
+      c.reply_sent = 0;
+      ForwardDue(c, NowNs());
+    }
+    return true;
   }
 
   // Moves the requests due by now to c.out, and keeps a timer on the next.
   void ForwardDue(Connection& c, int64_t now) {
-    while (!c.waiting.empty() && c.waiting.front().due_ns <= now) {
+    while (!c.waiting.empty() && c.waiting.front().due_ns <= now &&
+           c.reply.empty()) {
       Connection::Waiting& w = c.waiting.front();
       if (w.delayed) {
         // How late its timer fired (and was handled): the precision of the
@@ -420,7 +481,14 @@ class Relay {
         late_ns_max_ = std::max(late_ns_max_, late);
         ++delayed_;
       }
-      if (c.out_sent == c.out.size()) {
+      if (w.throttled) {
+        c.reply =
+            "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
+            "Content-Length: " +
+            std::to_string(kSlowDownBody.size()) + "\r\n\r\n" +
+            std::string(kSlowDownBody);
+        c.reply_sent = 0;
+      } else if (c.out_sent == c.out.size()) {
         c.out = std::move(w.bytes);
         c.out_sent = 0;
       } else {
@@ -428,7 +496,9 @@ class Relay {
       }
       c.waiting.pop_front();
     }
-    if (!c.waiting.empty() && c.timer_due_ns != c.waiting.front().due_ns) {
+    // Held behind a pending 503, the next one is forwarded by WriteReply.
+    if (c.reply.empty() && !c.waiting.empty() &&
+        c.timer_due_ns != c.waiting.front().due_ns) {
       c.timer_due_ns = c.waiting.front().due_ns;
       timers_.push({c.timer_due_ns, c.id});
     }
@@ -575,6 +645,9 @@ class Relay {
   std::map<std::string, uint64_t, std::less<>> methods_;
   uint64_t accepted_ = 0;
   uint64_t response_bytes_ = 0;
+  uint64_t throttled_ = 0;  // requests answered 503 SlowDown
+  double tokens_ = 0;       // the --rate-limit bucket
+  int64_t bucket_at_ns_ = 0;
   uint64_t delayed_ = 0;
   double late_ns_sum_ = 0;
   int64_t late_ns_max_ = 0;

@@ -52,7 +52,8 @@ struct Connection {
 
   struct Waiting {
     int64_t due_ns;
-    bool delayed;  // due after its arrival: its lateness is measured
+    bool delayed;    // due after its arrival: its lateness is measured
+    bool throttled;  // answered 503 SlowDown when due, never sent upstream
     std::string bytes;
   };
   std::deque<Waiting> waiting;  // due times non-decreasing
@@ -61,6 +62,14 @@ struct Connection {
 
   std::string out;  // due request bytes, out[out_sent..] not yet sent
   size_t out_sent = 0;
+  std::string reply;      // the relay's own answer (503), reply[reply_sent..]
+  size_t reply_sent = 0;  // not yet sent to the client
+
+  // No request of this connection waits or is unsent, and no answer of the
+  // relay's own is pending.
+  bool Idle() const {
+    return waiting.empty() && out_sent == out.size() && reply.empty();
+  }
 };
 
 // The content length of a request head ("" lines ended by CRLF), or -1 with

@@ -3,6 +3,7 @@
 
 #include <netdb.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -136,7 +137,7 @@ Options ParseOptions(int argc, char** argv) {
     if (arg == "--help" || arg == "-h") {
       std::printf(
           "usage: %s --upstream HOST:PORT [--listen PORT] [--latency JSON] "
-          "[--seed N] [--port-file FILE]\n",
+          "[--seed N] [--port-file FILE] [--rate-limit RPS [--burst N]]\n",
           kProgram);
       std::exit(0);
     }
@@ -158,12 +159,21 @@ Options ParseOptions(int argc, char** argv) {
                                        "an integer 0..4294967295");
     } else if (arg == "--port-file") {
       o.port_file = value;
+    } else if (arg == "--rate-limit") {
+      o.rate_limit = ParseUnsigned<uint32_t>("--rate-limit", value, 10'000'000,
+                                             "requests/s 0..10000000");
+    } else if (arg == "--burst") {
+      o.burst = ParseUnsigned<uint32_t>("--burst", value, 10'000'000,
+                                        "a request count 1..10000000");
+      if (o.burst == 0) Die("--burst '0': not a request count 1..10000000");
     } else {
       Die("unknown option '" + std::string(arg) +
-          "' (--listen, --upstream, --latency, --seed, --port-file)");
+          "' (--listen, --upstream, --latency, --seed, --port-file, "
+          "--rate-limit, --burst)");
     }
   }
   if (!have_upstream) Die("--upstream HOST:PORT is required");
+  if (o.burst == 0) o.burst = std::max<uint32_t>(1, o.rate_limit / 20);
   ResolveUpstream(o);
   return o;
 }

@@ -6,6 +6,16 @@
 //
 //   rangeio-latency-relay --upstream HOST:PORT [--listen PORT]
 //       [--latency JSON] [--seed N] [--port-file FILE]
+//       [--rate-limit RPS [--burst N]]
+//
+// --rate-limit: a token bucket on the listener, as S3 limits GETs per
+// prefix (about 5,500/s): RPS tokens a second, at most --burst of them
+// (default RPS/20, 50 ms of the rate; at least 1) kept. A request that
+// arrives to an empty bucket is answered, after its drawn latency like any
+// other, with 503 and S3's SlowDown error body instead of going upstream.
+// Only a request that arrives on an idle connection (no earlier request
+// still waiting there) is judged: the relay does not parse responses, so
+// it cannot put a 503 between the answers of a pipelining client.
 //
 // Latency models (--latency, the JSON of faultproxy.js, same PRNG and seed;
 // drawn by src/sim/latency_model.h, as the simulated store's):
@@ -45,6 +55,8 @@ struct Options {
   rangeio::detail::DelayModel latency;  // in ms; default: none (fixed 0)
   uint32_t seed = 1;                    // faultproxy.js's default
   std::string port_file;                // empty: not written
+  uint32_t rate_limit = 0;              // requests/s; 0: no limit
+  uint32_t burst = 0;                   // bucket size (0 before parsing)
 };
 
 // The options of argv (--help prints the usage and exits with 0), the

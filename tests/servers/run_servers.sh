@@ -44,6 +44,9 @@
 #   RANGEIO_BENCH_S3_PROXY_PIDS  that relay's process
 #   RANGEIO_BENCH_HTTP_STRAGGLER_URL  bench.bin through the mixture one
 #                                 (bench hedge)
+#   RANGEIO_BENCH_HTTP_THROTTLED_URL  bench.bin through a 24 ms relay rate
+#                                 limited at 800 requests/s, 503 SlowDown
+#                                 above it (bench throttle)
 # stop: ends the processes that start recorded in STATE_DIR/pids.
 #
 # The relay comes from the build tree $RANGEIO_BUILD_DIR (default: build/ in
@@ -247,6 +250,10 @@ start() {
     --upstream "127.0.0.1:$NGINX_PORT" \
     --latency '{"kind":"mixture","median_ms":24,"sigma":0.3,"p":0.01,"factor":10}'
   local straggler=$LISTENER_PORT
+  start_listener "$state" relay-throttled "$RELAY" --listen 0 \
+    --upstream "127.0.0.1:$NGINX_PORT" --rate-limit 800 \
+    --latency '{"kind":"lognormal","median_ms":24,"sigma":0.3}'
+  local throttled=$LISTENER_PORT
   trap - EXIT
 
   cat >"$state/servers.env" <<EOF
@@ -262,6 +269,7 @@ export RANGEIO_BENCH_HTTP_URL=http://127.0.0.1:$bench/bench.bin
 export RANGEIO_BENCH_HTTP_CAPACITY_URL=http://127.0.0.1:$capacity/bench.bin
 export RANGEIO_BENCH_PROXY_PIDS=$bench_pid
 export RANGEIO_BENCH_HTTP_STRAGGLER_URL=http://127.0.0.1:$straggler/bench.bin
+export RANGEIO_BENCH_HTTP_THROTTLED_URL=http://127.0.0.1:$throttled/bench.bin
 EOF
   [[ -z $rgw_env ]] || echo "$rgw_env" >>"$state/servers.env"
   cat "$state/servers.env"
