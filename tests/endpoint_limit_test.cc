@@ -30,6 +30,13 @@ using Outcome = EndpointLimit::Outcome;
 constexpr uint64_t kMs = 1'000'000;
 constexpr uint64_t kTtfb = 24 * kMs;
 
+// Ends an attempt sent at the next tick of *now, at the tick after.
+void End(EndpointLimit& e, uint64_t* now, Outcome outcome, uint64_t ttfb) {
+  const uint64_t sent = ++*now;
+  const uint64_t at = ++*now;
+  e.Release(outcome, sent, ttfb, at);
+}
+
 // Takes `n` slots (all must be granted).
 void Acquire(EndpointLimit& e, int n) {
   for (int i = 0; i < n; ++i) ASSERT_TRUE(e.TryAcquire()) << "slot " << i;
@@ -51,7 +58,7 @@ TEST(EndpointLimitTest, ThrottlesCutHalfThenTenPercentDownToOneNeverBelow) {
   EndpointLimit e(64);
   uint64_t now = 1000;
   Acquire(e, 1);
-  e.Release(Outcome::kThrottled, ++now, 0, ++now);
+  End(e, &now, Outcome::kThrottled, 0);
   EXPECT_EQ(e.Get(now).limit, 32u);
   uint32_t last = 32;
   for (int i = 0; i < 200; ++i) {
@@ -105,16 +112,16 @@ TEST(EndpointLimitTest, RecoversToTheCeilingAndNeverAbove) {
   EndpointLimit e(kC);
   uint64_t now = 1000;
   Acquire(e, 1);
-  e.Release(Outcome::kThrottled, ++now, 0, ++now);
+  End(e, &now, Outcome::kThrottled, 0);
   Acquire(e, 1);
-  e.Release(Outcome::kThrottled, ++now, 0, ++now);
+  End(e, &now, Outcome::kThrottled, 0);
   EXPECT_EQ(e.Get(now).limit, 14u);  // 32 -> 16 -> 14
   const uint64_t throttled_at = now;
   for (int i = 0; i < 20'000 && e.Get(now).limit < kC; ++i) {
     const uint32_t limit = e.Get(now).limit;
     Acquire(e, static_cast<int>(limit));  // a full window
     for (uint32_t k = 0; k < limit; ++k) {
-      e.Release(Outcome::kAnswered, ++now, kTtfb, ++now);
+      End(e, &now, Outcome::kAnswered, kTtfb);
     }
     const auto s = e.Get(now);
     EXPECT_LE(s.limit, kC);
@@ -131,7 +138,7 @@ TEST(EndpointLimitTest, RecoversToTheCeilingAndNeverAbove) {
   for (int i = 0; i < 1000; ++i) {
     Acquire(e, static_cast<int>(kC));
     for (uint32_t k = 0; k < kC; ++k) {
-      e.Release(Outcome::kAnswered, ++now, kTtfb, ++now);
+      End(e, &now, Outcome::kAnswered, kTtfb);
     }
   }
   EXPECT_EQ(e.Get(now).limit, kC);
@@ -142,10 +149,10 @@ TEST(EndpointLimitTest, AnIdleWindowDoesNotGrow) {
   EndpointLimit e(32);
   uint64_t now = 1000;
   Acquire(e, 1);
-  e.Release(Outcome::kThrottled, ++now, 0, ++now);  // 16
+  End(e, &now, Outcome::kThrottled, 0);  // 16
   for (int i = 0; i < 10'000; ++i) {
     Acquire(e, 1);
-    e.Release(Outcome::kAnswered, ++now, kTtfb, ++now);
+    End(e, &now, Outcome::kAnswered, kTtfb);
   }
   EXPECT_EQ(e.Get(now).limit, 16u);
 }
@@ -159,12 +166,12 @@ TEST(EndpointLimitTest, RisingLatencyHoldsGrowthButNeverCuts) {
     const uint32_t limit = e.Get(now).limit;
     Acquire(e, static_cast<int>(limit));
     for (uint32_t k = 0; k < limit; ++k) {
-      e.Release(Outcome::kAnswered, ++now, ttfb, ++now);
+      End(e, &now, Outcome::kAnswered, ttfb);
     }
   };
   Acquire(e, 1);
-  e.Release(Outcome::kThrottled, ++now, 0, ++now);  // 32
-  for (int i = 0; i < 4; ++i) window(kTtfb);        // the floor: 24 ms
+  End(e, &now, Outcome::kThrottled, 0);       // 32
+  for (int i = 0; i < 4; ++i) window(kTtfb);  // the floor: 24 ms
   const uint32_t before = e.Get(now).limit;
   EXPECT_GE(before, 32u);
   for (int i = 0; i < 10; ++i) window(3 * kTtfb);
