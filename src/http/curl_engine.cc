@@ -12,8 +12,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <deque>
-#include <map>
 #include <optional>
 #include <queue>
 #include <random>
@@ -24,6 +22,7 @@
 #include <vector>
 
 #include "clock.h"
+#include "http/endpoint_gate.h"
 #include "http/transfer.h"
 #include "thread_name.h"
 
@@ -190,7 +189,8 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
       StartDueRetries(now);
       RunDueTimer();
       Reap();
-      AdmitGated(NowNanos());
+      gate_.AdmitReady(
+          [this, now = NowNanos()](Transfer* t) { Launch(t, now); });
       DeliverDone();
       const int n = ::epoll_wait(epoll_fd_, events.data(), kMaxEvents,
                                  PollTimeoutMs(NowNanos()));
@@ -339,17 +339,9 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
                           std::to_string(t->attempt + 1)),
           std::to_string(t->attempt) + " attempts");
     }
-    // Adaptive concurrency: past the endpoint's limit the attempt waits
-    // for a slot (AdmitGated), holding its Limiter permit meanwhile.
-    if (EndpointLimit* e = t->target->endpoint.get(); e && !t->holds_slot) {
-      if (!e->TryAcquire()) {
-        t->waiting = true;
-        t->gated = true;
-        gated_[e].push_back(t);
-        return;
-      }
-      t->holds_slot = true;
-    }
+    // Adaptive concurrency: past its endpoint's limit the attempt waits
+    // in the gate, which launches it once a slot frees.
+    if (!gate_.Enter(t)) return;
     t->ResetAttempt(now);
     ++t->attempt;
     if (Status st = ApplyVersionPin(*t); !st.ok()) {
@@ -398,11 +390,11 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
         s.throttled += throttled ? 1 : 0;
       });
     }
-    ReleaseSlot(t,
-                a.status.ok() ? EndpointLimit::Outcome::kAnswered
-                : throttled   ? EndpointLimit::Outcome::kThrottled
-                              : EndpointLimit::Outcome::kOther,
-                ttfb, now);
+    EndpointGate::Leave(t,
+                        a.status.ok() ? EndpointLimit::Outcome::kAnswered
+                        : throttled   ? EndpointLimit::Outcome::kThrottled
+                                      : EndpointLimit::Outcome::kOther,
+                        ttfb, now);
     if (a.status.ok()) {
       const uint64_t bytes = t->response.received;
       t->target->stats.Update([bytes](HttpStats& s) { s.bytes += bytes; });
@@ -459,29 +451,6 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     retry_heap_.push({now + wait, t});
   }
 
-  // The attempt of `t` hands its endpoint slot back, if it holds one.
-  static void ReleaseSlot(Transfer* t, EndpointLimit::Outcome outcome,
-                          uint64_t ttfb_ns, uint64_t now) {
-    if (!t->holds_slot) return;
-    t->holds_slot = false;
-    t->target->endpoint->Release(outcome, t->attempt_start_ns, ttfb_ns, now);
-  }
-
-  // Launches the attempts waiting for an endpoint slot, in the order they
-  // came, as far as each endpoint's limit now allows.
-  void AdmitGated(uint64_t now) {
-    for (auto it = gated_.begin(); it != gated_.end();) {
-      std::deque<Transfer*>& q = it->second;
-      while (!q.empty() && it->first->TryAcquire()) {
-        Transfer* t = q.front();
-        q.pop_front();
-        t->holds_slot = true;
-        Launch(t, now);
-      }
-      it = q.empty() ? gated_.erase(it) : std::next(it);
-    }
-  }
-
   // Ends with Cancelled every active transfer that a request of `cancels`
   // names (those for whole sinks, or those for one read): in flight
   // (removed from the multi handle, which closes a connection mid-answer)
@@ -507,12 +476,7 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
       }
     }
     for (const Wake& w : keep) retry_heap_.push(w);
-    for (Transfer* t : doomed) {
-      if (!t->gated) continue;
-      auto it = gated_.find(t->target->endpoint.get());
-      std::erase(it->second, t);
-      if (it->second.empty()) gated_.erase(it);
-    }
+    for (Transfer* t : doomed) gate_.Remove(t);
     for (Transfer* t : doomed) {
       if (!t->waiting) curl_multi_remove_handle(multi_, t->easy);
       Complete(t, Status::Cancelled(t->What() + ": cancelled"));
@@ -570,7 +534,7 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
       ok ? ++s.reads_ok : ++s.reads_failed;
       s.latency.Record(latency);
     });
-    ReleaseSlot(t, EndpointLimit::Outcome::kOther, 0, NowNanos());
+    EndpointGate::Leave(t, EndpointLimit::Outcome::kOther, 0, NowNanos());
     if (t->easy != nullptr) ReturnEasy(t->easy);
     t->easy = nullptr;
     const size_t i = t->index;
@@ -616,9 +580,7 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
   // Loop thread only.
   std::vector<std::unique_ptr<Transfer>> active_;
   std::priority_queue<Wake, std::vector<Wake>, std::greater<>> retry_heap_;
-  // Attempts waiting for a slot of their endpoint (each holds its target,
-  // and so the endpoint, alive), first come first served.
-  std::map<EndpointLimit*, std::deque<Transfer*>> gated_;
+  EndpointGate gate_;  // attempts waiting for their endpoint's limit
   std::vector<Done> done_;
   std::vector<CURL*> idle_easy_;
   uint64_t next_watchdog_ns_ = 0;
