@@ -4,7 +4,8 @@
 // latency relay (lognormal, median 24 ms) rate limited at 800 requests/s
 // with 503 SlowDown above it ($RANGEIO_BENCH_HTTP_THROTTLED_URL), and
 // through the same relay with no rate limit ($RANGEIO_BENCH_HTTP_URL).
-// Rows fixed-64 (adaptive off, today) and adaptive on each, then both
+// Rows fixed-64 (adaptive off, today) and adaptive on each (unthrottled:
+// in rotating rounds, see RunThrottle), then both
 // endpoints read at once by two readers with adaptive on: the limit is per
 // endpoint. Goodput is reads delivered per second; "503 %" the share of
 // GETs answered as throttled. Reads make up to 50 attempts in every row.
