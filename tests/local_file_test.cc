@@ -230,6 +230,51 @@ TEST_F(LocalFileTest, SmallDirectReadsOfTwoStreamsThroughIoUring) {
   }
 }
 
+// Small direct reads land in the registered arena of 4 KiB slots (4 per
+// unit of queue depth) while it has free ones and in ordinary memory while
+// the consumer holds them all; a held slice keeps its bytes while later
+// reads reuse the slots that others released.
+TEST_F(LocalFileTest, SmallDirectReadsUseTheRegisteredArenaAndFallBack) {
+  constexpr size_t kSize = 4 << 20;
+  std::string path = WriteFile("arena.bin", kSize);
+  LocalFileOptions o;
+  o.engine = LocalEngine::kUring;
+  o.direct = true;
+  o.threads = 4;  // 16 arena slots
+  auto source = OpenLocalFile(path, o);
+  if (!source.ok() && testing::IsDirectUnsupported(source.status())) {
+    GTEST_SKIP() << source.status().ToString();
+  }
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  std::vector<ByteRange> ranges;
+  for (uint64_t i = 0; i < 100; ++i)
+    ranges.push_back({i * 37 % 1024 * 4096, 4096});
+  Options options = LimitOptions(4, 256, 256 * 4096);
+  options.planner = PlannerOptions::None();
+  auto reader = Reader::Open(*source, options);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  auto held_stream = reader->ReadRanges(ranges, Delivery::kAsCompleted);
+  ASSERT_TRUE(held_stream.ok()) << held_stream.status().ToString();
+  auto held = testing::Drain(*held_stream, ranges, nullptr, true);
+  ASSERT_TRUE(held.status.ok()) << held.status.ToString();
+  ASSERT_EQ(held.slices.size(), ranges.size());
+  // Release every other result, then read again, releasing each at once.
+  for (size_t i = 0; i < held.slices.size(); i += 2) held.slices[i].Reset();
+  auto again = reader->ReadRanges(ranges, Delivery::kAsCompleted);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  auto out = testing::Drain(*again, ranges);
+  ASSERT_TRUE(out.status.ok()) << out.status.ToString();
+  EXPECT_EQ(out.bad_bytes, 0u);
+  for (size_t i = 1; i < held.slices.size(); i += 2) {
+    const ByteRange& r = ranges[held.indexes[i]];
+    EXPECT_TRUE(MatchesPattern(r, held.slices[i].span()))
+        << "held result for offset " << r.offset << " changed";
+  }
+  const std::string d = (*source)->Describe();
+  EXPECT_THAT(d, HasSubstr("and 16 of 4 KiB")) << d;
+  EXPECT_EQ(d.find("(0 into registered buffers)"), std::string::npos) << d;
+}
+
 // The no-disk engine of bench local (IORING_OP_NOP for every read) still
 // goes through the whole path: each range is delivered once, with its
 // length, within C, and every permit comes back.

@@ -23,8 +23,9 @@
 // Buffers: a buffered read gets its buffer from Slice::Allocate on the
 // caller's thread, and may complete right there (preadv2 RWF_NOWAIT, when
 // asked and not on the ring thread). A direct read gets its buffer on the
-// ring thread: a registered one (FixedBuffers) for 64 KiB..1 MiB when one
-// is free, else aligned memory from Slice::Allocate.
+// ring thread: a registered one when one is free (FixedBuffers for
+// 64 KiB..1 MiB, SmallBuffers up to 4 KiB), else aligned memory from
+// Slice::Allocate.
 //
 // Short reads and -EAGAIN are re-queued at once from where they stopped
 // (local_read.h's Advance decides; every engine reports the same errors).
@@ -199,14 +200,17 @@ class Ring : public std::enable_shared_from_this<Ring> {
     if (fixed_file_) d += ", registered file";
     if (fixed_buffers_) {
       d += ", up to " + std::to_string(fixed_buffers_->max_slots()) +
-           " registered 1 MiB buffers";
+           " registered 1 MiB buffers and " +
+           std::to_string(small_buffers_->slots()) + " of 4 KiB";
     }
     if (!defer_taskrun_) d += ", no DEFER_TASKRUN (kernel before 6.1)";
     if (nop_) d += ", IORING_OP_NOP instead of reads (no disk)";
     return d + "; " +
            std::to_string(reads_submitted_.load(std::memory_order_relaxed)) +
            " read calls" +
-           (fixed_buffers_ ? " (" + std::to_string(fixed_buffers_->taken()) +
+           (fixed_buffers_ ? " (" +
+                                 std::to_string(fixed_buffers_->taken() +
+                                                small_buffers_->taken()) +
                                  " into registered buffers)"
                            : std::string()) +
            " in " + std::to_string(enters_.load(std::memory_order_relaxed)) +
@@ -248,9 +252,11 @@ class Ring : public std::enable_shared_from_this<Ring> {
     ring_ready_ = true;
     const int fd = file_->fd();
     fixed_file_ = io_uring_register_files(&ring_, &fd, 1) == 0;
+    // A table entry per 1 MiB slot, and the last for the 4 KiB arena.
     if (file_->direct() &&
-        io_uring_register_buffers_sparse(&ring_, depth_) == 0) {
+        io_uring_register_buffers_sparse(&ring_, depth_ + 1) == 0) {
       fixed_buffers_ = std::make_shared<FixedBuffers>(depth_);
+      small_buffers_ = std::make_shared<SmallBuffers>(depth_, depth_);
     }
     event_fd_ = ::eventfd(0, EFD_CLOEXEC);
     if (event_fd_ < 0) {
@@ -428,9 +434,13 @@ class Ring : public std::enable_shared_from_this<Ring> {
   // A registered buffer for a read that fits one, else ordinary memory.
   void ChooseBuffer(uint32_t slot) {
     LocalRead& r = slots_[slot];
-    slot_buffer_[slot] = fixed_buffers_ && FixedBuffers::Fits(r.want)
-                             ? fixed_buffers_->Take(&ring_, r)
-                             : -1;
+    slot_buffer_[slot] = -1;
+    if (fixed_buffers_ && FixedBuffers::Fits(r.want)) {
+      slot_buffer_[slot] = fixed_buffers_->Take(&ring_, r);
+    } else if (small_buffers_ &&
+               SmallBuffers::Fits(r.want, file_->memory_align())) {
+      slot_buffer_[slot] = small_buffers_->Take(&ring_, r);
+    }
     if (slot_buffer_[slot] < 0) AllocateBuffer(*file_, r);
   }
 
@@ -469,6 +479,7 @@ class Ring : public std::enable_shared_from_this<Ring> {
   std::thread::id ring_thread_;
 
   std::shared_ptr<FixedBuffers> fixed_buffers_;  // direct files only
+  std::shared_ptr<SmallBuffers> small_buffers_;  // with fixed_buffers_
 
   // Ring thread only.
   std::vector<LocalRead> slots_;  // read in flight per slot
