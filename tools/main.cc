@@ -120,8 +120,9 @@ int Main(int argc, char** argv) {
                     "size; default $TMPDIR/rangeio-local.bin)");
   local
       ->add_option("--rounds", bo.rounds,
-                   "uring-direct / fio pairs per block size (at least 3; "
-                   "the verdicts take the median of the per-pair ratios)")
+                   "uring-direct / fio pairs per block size (rounded up to "
+                   "an even count, at least 4; the verdicts take the median "
+                   "of the per-pair ratios)")
       ->check(CLI::Range(1, 1000));
   CLI::App* http = bench->add_subcommand(
       "http",
