@@ -119,6 +119,12 @@ int Main(int argc, char** argv) {
   local->add_option("--file", bo.local_file,
                     "Test file of 2 GiB (created if missing or of another "
                     "size; default $TMPDIR/rangeio-local.bin)");
+  local
+      ->add_option("--rounds", bo.rounds,
+                   "uring-direct / fio pairs per block size (rounded up to "
+                   "an even count, at least 4; the verdicts take the median "
+                   "of the per-pair ratios)")
+      ->check(CLI::Range(1, 1000));
   CLI::App* http = bench->add_subcommand(
       "http",
       "100 KiB ranges at C=64 through a 24 ms latency proxy: rangeio vs "

@@ -127,6 +127,7 @@ nlohmann::json Report::ToJson() const {
   nlohmann::json j;
   j["scenario"] = scenario;
   j["config"] = config;
+  if (!details.is_null()) j["details"] = details;
   j["rows"] = nlohmann::json::array();
   for (const IoRow& r : io_rows) {
     j["rows"].push_back({{"strategy", r.strategy},

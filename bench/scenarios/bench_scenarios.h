@@ -66,6 +66,9 @@ struct Report {
   std::optional<double> lower_bound_ms;  // straggler only
   std::string baseline;            // strategy that the "vs" column divides by
   std::vector<std::string> lines;  // verdict lines printed under the table
+  // Figures beyond the table, written to the JSON only (bench local: its
+  // uring-direct / fio pairs).
+  nlohmann::json details;
   // Column order of the rows' `extra` table; empty: as the rows give them.
   std::vector<std::string> extra_order;
 

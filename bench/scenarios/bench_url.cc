@@ -21,14 +21,13 @@
 #include <thread>
 #include <vector>
 
+#include "bench_object.h"
 #include "bench_scenarios.h"
 #include "direct_curl.h"
 #include "mutex.h"
 #include "parse_text.h"
 #include "progress.h"
 #include "rangeio/rangeio.h"
-#include "s3/s3.h"
-#include "s3/s3_dialect.h"
 #include "stream/baselines.h"
 
 namespace rangeio::bench {
@@ -152,30 +151,12 @@ Status RunDirectHttp(const UrlBenchOptions& o, const SourceOptions& so,
   DirectTarget target;
   target.verify_tls = so.http.verify_tls;
   target.ca_file = so.http.ca_file;
-  std::unique_ptr<detail::S3Dialect> dialect;
-  if (detail::StartsWithNoCase(o.url, "s3://")) {
-    // The URL, region and credentials that OpenS3Source resolves, signed by
-    // libcurl (CURLOPT_AWS_SIGV4) as the library does.
-    RANGEIO_ASSIGN_OR_RETURN(detail::S3Location loc,
-                             detail::ParseS3Url("s3://" + o.url.substr(5)));
-    const detail::EnvLookup env = detail::ProcessEnv;
-    const std::string region = detail::ResolveS3Region(so.s3, env);
-    RANGEIO_ASSIGN_OR_RETURN(
-        detail::S3Endpoint endpoint,
-        detail::ParseS3Endpoint(
-            detail::ResolveS3EndpointUrl(so.s3, region, env)));
-    RANGEIO_ASSIGN_OR_RETURN(auto creds,
-                             detail::ResolveS3Credentials(so.s3, env));
-    dialect = std::make_unique<detail::S3Dialect>(
-        region, creds.has_value() ? &*creds : nullptr);
-    RANGEIO_RETURN_NOT_OK(dialect->Init());
-    target.url = detail::S3ObjectUrl(
-        endpoint, loc,
-        detail::UseVirtualHosted(so.s3.addressing, endpoint, loc.bucket));
-    target.configure = [d = dialect.get()](CURL* easy) { d->Configure(easy); };
-  } else {
-    target.url = o.url;
-  }
+  // The URL, region and credentials that OpenSource resolves, signed as the
+  // library signs.
+  RANGEIO_ASSIGN_OR_RETURN(const BenchObject object,
+                           BenchObject::Resolve(o.url, so.s3));
+  target.url = object.get_url();
+  target.configure = [&object](CURL* easy) { object.Sign(easy); };
   DirectCurl direct(o.concurrency);
   RangeGen gen(size, o, seed);
   DirectFigures d;

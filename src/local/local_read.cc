@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstdint>
 #include <string>
@@ -59,6 +60,13 @@ Status EnableDirect(int fd, const std::string& path, uint32_t* offset_align,
     }
     *offset_align = stx.stx_dio_offset_align;
     *memory_align = std::max<uint32_t>(stx.stx_dio_mem_align, 1);
+  }
+  // Block sizes are powers of two, which PlanLocalRead's masks rely on; a
+  // file system that says otherwise is refused, not misread.
+  if (!std::has_single_bit(*offset_align)) {
+    return Status::InvalidArgument(
+        "'" + path + "' reports a direct-I/O offset alignment of " +
+        std::to_string(*offset_align) + " B, not a power of two");
   }
 #endif
   const int flags = ::fcntl(fd, F_GETFL);
@@ -139,9 +147,11 @@ LocalRead PlanLocalRead(const FileHandle& file, ByteRange range, ReadSink* sink,
     r.want = range.length;
     return r;
   }
-  const uint64_t a = file.offset_align();
-  r.start = range.offset / a * a;
-  r.want = (range.end() + a - 1) / a * a - r.start;
+  // Masks, not divisions: this runs for every read (two 64-bit divisions
+  // showed in perf on the no-op ring, microbench HotPathUringNop).
+  const uint64_t mask = uint64_t{file.offset_align()} - 1;
+  r.start = range.offset & ~mask;
+  r.want = ((range.end() + mask) & ~mask) - r.start;
   return r;
 }
 

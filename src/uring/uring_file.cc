@@ -1,13 +1,15 @@
 // The io_uring engine: one ring and one ring thread per open file.
 //
-// Read() (any thread) puts the read on a queue; the ring thread moves queued
-// reads into free request slots (at most the queue depth in the kernel at
-// once), submits all of them and waits for completions in one
-// io_uring_enter, then reaps every completion and runs the callbacks. So
-// reads arrive in batches: the Reader admits the next read from inside a
-// completion callback, which runs on the ring thread, and the reads queued
-// while the ring thread runs callbacks go out every kEagerSubmitEvery
-// callbacks and with its next io_uring_enter.
+// Read() (any thread) puts the read on a queue, ReadMany() a grant's direct
+// reads under one lock; the ring thread moves queued reads into free request
+// slots (at most the queue depth in the kernel at once), submits all of them
+// and waits for completions in one io_uring_enter, then reaps every
+// completion and hands runs of one sink's reads to it in one OnReadsDone
+// (one lock of the stream, one return of permits per run). So reads arrive
+// in batches: the Reader admits the next reads from inside that callback,
+// which runs on the ring thread, and the reads queued while the ring thread
+// runs callbacks go out every kEagerSubmitEvery reads and with its next
+// io_uring_enter.
 //
 // Waking: the ring always has a read of an eventfd in flight. A Read() from
 // another thread that finds the ring thread asleep in io_uring_enter writes
@@ -21,8 +23,9 @@
 // Buffers: a buffered read gets its buffer from Slice::Allocate on the
 // caller's thread, and may complete right there (preadv2 RWF_NOWAIT, when
 // asked and not on the ring thread). A direct read gets its buffer on the
-// ring thread: a registered one (FixedBuffers) for 64 KiB..1 MiB when one
-// is free, else aligned memory from Slice::Allocate.
+// ring thread: a registered one when one is free (FixedBuffers for
+// 64 KiB..1 MiB, SmallBuffers up to 4 KiB), else aligned memory from
+// Slice::Allocate.
 //
 // Short reads and -EAGAIN are re-queued at once from where they stopped
 // (local_read.h's Advance decides; every engine reports the same errors).
@@ -45,16 +48,17 @@
 
 #include <liburing.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <deque>
 #include <future>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -63,6 +67,7 @@
 #include "mutex.h"
 #include "rangeio/planner.h"
 #include "thread_name.h"
+#include "uring/fixed_buffers.h"
 
 namespace rangeio::detail {
 namespace {
@@ -76,16 +81,13 @@ constexpr uint64_t kWakeTag = UINT64_MAX;
 // continues as a short read does.
 constexpr uint64_t kMaxReadCall = uint64_t{1} << 30;
 
-// Registered buffers (see FixedBuffers): direct reads of this size range.
-constexpr uint64_t kFixedMinBytes = uint64_t{64} << 10;
-constexpr size_t kFixedSlotBytes = size_t{1} << 20;
-
 // The ring thread submits the reads that completion callbacks queue after
-// every this many callbacks, instead of once after all the callbacks of a
-// reaped batch: a read that completed first in a batch no longer waits for
-// the callbacks of the rest before its successor reaches the device. 4 did
-// best against 1 and a whole batch at the same CPU per read (bench local,
-// 4 KiB O_DIRECT rows).
+// every this many reads delivered (a run of one sink's reads in one
+// OnReadsDone is at most this long), instead of once after all the
+// callbacks of a reaped batch: a read that completed first in a batch no
+// longer waits for the callbacks of the rest before its successor reaches
+// the device. 4 did best against 1 and a whole batch at the same CPU per
+// read (bench local, 4 KiB O_DIRECT rows).
 constexpr size_t kEagerSubmitEvery = 4;
 
 // With nothing in flight, the ring thread polls for new reads (yielding its
@@ -94,101 +96,12 @@ constexpr size_t kEagerSubmitEvery = 4;
 // microseconds of sched_yield, as the pread pool's workers poll.
 constexpr int kPolls = 256;
 
-// Registered ("fixed") buffers for direct reads of kFixedMinBytes to
-// kFixedSlotBytes. A direct read into ordinary memory pins and unpins every
-// page of its buffer (get_user_pages) on each call; a registered buffer is
-// pinned once. That shows at 1 MiB as more bandwidth for less CPU (fio
-// --fixedbufs, bench local 1 MiB O_DIRECT rows); at 4 KiB it is within the
-// noise, hence the lower bound.
-//
-// Slots of kFixedSlotBytes are mapped and registered (into a sparse table
-// of one entry per ring slot, kernel 5.19+) the first time they are needed,
-// so a file that never does such reads pins nothing, and at most
-// queue-depth slots ever exist (64 MiB at the default depth). A slot stays
-// taken until the last Slice of it is released, which may be long after its
-// read: a read that finds no free slot uses ordinary memory. The slots
-// outlive the ring while callers hold slices of them.
-//
-// Thread-safety: Take() on the ring thread only (it registers); slices may
-// be released on any thread.
-class FixedBuffers : public std::enable_shared_from_this<FixedBuffers> {
- public:
-  explicit FixedBuffers(uint32_t max_slots) : max_slots_(max_slots) {}
-  FixedBuffers(const FixedBuffers&) = delete;
-  FixedBuffers& operator=(const FixedBuffers&) = delete;
-  ~FixedBuffers() {
-    for (std::byte* p : memory_) ::munmap(p, kFixedSlotBytes);
-  }
-
-  static bool Fits(uint64_t bytes) {
-    return bytes >= kFixedMinBytes && bytes <= kFixedSlotBytes;
-  }
-
-  // A free registered slot for `r` (r.want bytes): sets r.buffer and r.dst
-  // and returns its index in the ring's buffer table; -1 when none is free
-  // (or the kernel refused to register one).
-  int Take(io_uring* ring, LocalRead& r) {
-    uint32_t index = 0;
-    std::byte* data = nullptr;
-    {
-      MutexLock lk(mu_);
-      if (free_.empty() && !GrowLocked(ring)) return -1;
-      index = free_.back();
-      free_.pop_back();
-      data = memory_[index];
-    }
-    std::shared_ptr<const void> owner(
-        data,
-        [self = shared_from_this(), index](const void*) { self->Give(index); });
-    r.dst = data;
-    r.buffer = Slice(std::move(owner), data, r.want);
-    taken_.fetch_add(1, std::memory_order_relaxed);
-    return static_cast<int>(index);
-  }
-
-  uint64_t taken() const { return taken_.load(std::memory_order_relaxed); }
-  uint32_t max_slots() const { return max_slots_; }
-
- private:
-  // Maps and registers one more slot, if allowed. Under mu_: growth is
-  // rare (at most max_slots times) and Give() must not see a half-made slot.
-  bool GrowLocked(io_uring* ring) REQUIRES(mu_) {
-    if (refused_ || memory_.size() >= max_slots_) return false;
-    void* p = ::mmap(nullptr, kFixedSlotBytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return false;
-    const iovec iov{p, kFixedSlotBytes};
-    const auto index = static_cast<unsigned>(memory_.size());
-    // ENOMEM under a small RLIMIT_MEMLOCK: stay with ordinary memory.
-    if (io_uring_register_buffers_update_tag(ring, index, &iov, nullptr, 1) !=
-        1) {
-      ::munmap(p, kFixedSlotBytes);
-      refused_ = true;
-      return false;
-    }
-    memory_.push_back(static_cast<std::byte*>(p));
-    free_.push_back(index);
-    return true;
-  }
-
-  void Give(uint32_t index) EXCLUDES(mu_) {
-    MutexLock lk(mu_);
-    free_.push_back(index);
-  }
-
-  const uint32_t max_slots_;
-  std::atomic<uint64_t> taken_{0};
-  Mutex mu_;
-  std::vector<std::byte*> memory_ GUARDED_BY(mu_);  // slot -> its memory
-  std::vector<uint32_t> free_ GUARDED_BY(mu_);
-  bool refused_ GUARDED_BY(mu_) = false;
-};
-
 class Ring : public std::enable_shared_from_this<Ring> {
  public:
-  Ring(std::shared_ptr<const FileHandle> file, uint32_t depth)
+  Ring(std::shared_ptr<const FileHandle> file, uint32_t depth, bool nop)
       : file_(std::move(file)),
         depth_(depth),
+        nop_(nop),
         slots_(depth),
         slot_buffer_(depth, -1) {
     free_.reserve(depth);
@@ -219,8 +132,22 @@ class Ring : public std::enable_shared_from_this<Ring> {
     {
       MutexLock lk(mu_);
       pending_.push_back(std::move(r));
-      wake = sleeping_ && !wake_sent_;
-      wake_sent_ = wake_sent_ || wake;
+      wake = WakeNeededLocked();
+    }
+    if (wake) Wake();
+  }
+
+  // Queues direct reads of non-empty ranges, under one lock (their buffers
+  // are chosen on the ring thread).
+  void SubmitDirect(std::span<const ReadRequest> reads, ReadSink* sink)
+      EXCLUDES(mu_) {
+    bool wake = false;
+    {
+      MutexLock lk(mu_);
+      for (const ReadRequest& r : reads) {
+        pending_.push_back(PlanLocalRead(*file_, r.range, sink, r.tag));
+      }
+      wake = WakeNeededLocked();
     }
     if (wake) Wake();
   }
@@ -273,13 +200,17 @@ class Ring : public std::enable_shared_from_this<Ring> {
     if (fixed_file_) d += ", registered file";
     if (fixed_buffers_) {
       d += ", up to " + std::to_string(fixed_buffers_->max_slots()) +
-           " registered 1 MiB buffers";
+           " registered 1 MiB buffers and " +
+           std::to_string(small_buffers_->slots()) + " of 4 KiB";
     }
     if (!defer_taskrun_) d += ", no DEFER_TASKRUN (kernel before 6.1)";
+    if (nop_) d += ", IORING_OP_NOP instead of reads (no disk)";
     return d + "; " +
            std::to_string(reads_submitted_.load(std::memory_order_relaxed)) +
            " read calls" +
-           (fixed_buffers_ ? " (" + std::to_string(fixed_buffers_->taken()) +
+           (fixed_buffers_ ? " (" +
+                                 std::to_string(fixed_buffers_->taken() +
+                                                small_buffers_->taken()) +
                                  " into registered buffers)"
                            : std::string()) +
            " in " + std::to_string(enters_.load(std::memory_order_relaxed)) +
@@ -321,9 +252,11 @@ class Ring : public std::enable_shared_from_this<Ring> {
     ring_ready_ = true;
     const int fd = file_->fd();
     fixed_file_ = io_uring_register_files(&ring_, &fd, 1) == 0;
+    // A table entry per 1 MiB slot, and the last for the 4 KiB arena.
     if (file_->direct() &&
-        io_uring_register_buffers_sparse(&ring_, depth_) == 0) {
+        io_uring_register_buffers_sparse(&ring_, depth_ + 1) == 0) {
       fixed_buffers_ = std::make_shared<FixedBuffers>(depth_);
+      small_buffers_ = std::make_shared<SmallBuffers>(depth_, depth_);
     }
     event_fd_ = ::eventfd(0, EFD_CLOEXEC);
     if (event_fd_ < 0) {
@@ -370,13 +303,37 @@ class Ring : public std::enable_shared_from_this<Ring> {
         wake_sent_ = false;
       }
       Reap(&issue, &finished);
-      for (size_t i = 0; i < finished.size(); ++i) {
-        Complete(finished[i].read, std::move(finished[i].status));
-        if ((i + 1) % kEagerSubmitEvery == 0 && i + 1 < finished.size()) {
-          SubmitQueued(&issue);
-        }
-      }
+      Deliver(&finished, &issue);
       finished.clear();
+    }
+  }
+
+  // Hands the finished reads to their sinks, a run of reads of one sink in
+  // one OnReadsDone (the scheduler takes its lock once per call), and
+  // submits what the callbacks queued every kEagerSubmitEvery reads.
+  void Deliver(std::vector<Finished>* finished, std::vector<uint32_t>* issue) {
+    std::array<ReadCompletion, kEagerSubmitEvery> batch;
+    const size_t n = finished->size();
+    size_t since_submit = 0;  // reads delivered since SubmitQueued
+    size_t i = 0;
+    while (i < n) {
+      ReadSink* sink = (*finished)[i].read.sink;
+      size_t k = 0;
+      for (; i < n && k < batch.size() && (*finished)[i].read.sink == sink;
+           ++i, ++k) {
+        Finished& f = (*finished)[i];
+        batch[k].tag = f.read.tag;
+        batch[k].bytes = TakeResult(f.read, std::move(f.status));
+      }
+      sink->OnReadsDone({batch.data(), k});
+      // A result the sink did not take (its stream ended) frees its buffer
+      // now, not when the batch's entry is next reused.
+      for (size_t j = 0; j < k; ++j) batch[j].bytes = Slice();
+      since_submit += k;
+      if (since_submit >= kEagerSubmitEvery && i < n) {
+        since_submit = 0;
+        SubmitQueued(issue);
+      }
     }
   }
 
@@ -421,8 +378,12 @@ class Ring : public std::enable_shared_from_this<Ring> {
         continue;
       }
       LocalRead& r = slots_[tag];
+      // A no-op "reads" what it was asked for (its buffer is left as is).
+      const int64_t res =
+          nop_ ? static_cast<int64_t>(std::min(r.remaining(), kMaxReadCall))
+               : cqe->res;
       Status error;
-      switch (Advance(*file_, r, cqe->res, "io_uring read", &error)) {
+      switch (Advance(*file_, r, res, "io_uring read", &error)) {
         case ReadStep::kMore:
           issue->push_back(static_cast<uint32_t>(tag));
           break;
@@ -458,7 +419,9 @@ class Ring : public std::enable_shared_from_this<Ring> {
     const unsigned length =
         static_cast<unsigned>(std::min(r.remaining(), kMaxReadCall));
     const int fd = fixed_file_ ? 0 : file_->fd();
-    if (slot_buffer_[slot] >= 0) {
+    if (nop_) {
+      io_uring_prep_nop(sqe);
+    } else if (slot_buffer_[slot] >= 0) {
       io_uring_prep_read_fixed(sqe, fd, r.next_dst(), length, r.next_offset(),
                                slot_buffer_[slot]);
     } else {
@@ -471,10 +434,22 @@ class Ring : public std::enable_shared_from_this<Ring> {
   // A registered buffer for a read that fits one, else ordinary memory.
   void ChooseBuffer(uint32_t slot) {
     LocalRead& r = slots_[slot];
-    slot_buffer_[slot] = fixed_buffers_ && FixedBuffers::Fits(r.want)
-                             ? fixed_buffers_->Take(&ring_, r)
-                             : -1;
+    slot_buffer_[slot] = -1;
+    if (fixed_buffers_ && FixedBuffers::Fits(r.want)) {
+      slot_buffer_[slot] = fixed_buffers_->Take(&ring_, r);
+    } else if (small_buffers_ &&
+               SmallBuffers::Fits(r.want, file_->memory_align())) {
+      slot_buffer_[slot] = small_buffers_->Take(&ring_, r);
+    }
     if (slot_buffer_[slot] < 0) AllocateBuffer(*file_, r);
+  }
+
+  // After queueing: true when the ring thread sleeps and no wake-up is on
+  // its way yet (the caller then writes the eventfd, outside the lock).
+  bool WakeNeededLocked() REQUIRES(mu_) {
+    const bool wake = sleeping_ && !wake_sent_;
+    wake_sent_ = wake_sent_ || wake;
+    return wake;
   }
 
   void PrepWake() {
@@ -492,6 +467,7 @@ class Ring : public std::enable_shared_from_this<Ring> {
 
   const std::shared_ptr<const FileHandle> file_;
   const uint32_t depth_;
+  const bool nop_;  // MakeUringNopFile: no-ops instead of reads
   std::thread thread_;
 
   // Set up by the ring thread before Start() returns; then read-only.
@@ -503,6 +479,7 @@ class Ring : public std::enable_shared_from_this<Ring> {
   std::thread::id ring_thread_;
 
   std::shared_ptr<FixedBuffers> fixed_buffers_;  // direct files only
+  std::shared_ptr<SmallBuffers> small_buffers_;  // with fixed_buffers_
 
   // Ring thread only.
   std::vector<LocalRead> slots_;  // read in flight per slot
@@ -559,6 +536,19 @@ class UringFile final : public Source {
     ring_->Submit(std::move(r));
   }
 
+  // Direct reads go to the ring under one lock; buffered ones read by
+  // Read() (each may complete inline first).
+  void ReadMany(std::span<const ReadRequest> reads, ReadSink* sink) override {
+    const bool empty_range =
+        std::any_of(reads.begin(), reads.end(),
+                    [](const ReadRequest& r) { return r.range.length == 0; });
+    if (!ring_->file().direct() || empty_range) {
+      Source::ReadMany(reads, sink);
+      return;
+    }
+    ring_->SubmitDirect(reads, sink);
+  }
+
   void Cancel(ReadSink* sink, uint64_t tag) override {
     ring_->Cancel(sink, tag);
   }
@@ -572,12 +562,27 @@ class UringFile final : public Source {
 
 }  // namespace
 
-Result<std::shared_ptr<Source>> MakeUringFile(
-    std::shared_ptr<const FileHandle> file, const LocalFileOptions& options) {
-  auto ring = std::make_shared<Ring>(std::move(file), options.threads);
+namespace {
+
+Result<std::shared_ptr<Source>> MakeRing(std::shared_ptr<const FileHandle> file,
+                                         const LocalFileOptions& options,
+                                         bool nop) {
+  auto ring = std::make_shared<Ring>(std::move(file), options.threads, nop);
   RANGEIO_RETURN_NOT_OK(ring->Start());
   return std::shared_ptr<Source>(
       std::make_shared<UringFile>(std::move(ring), options.try_inline));
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Source>> MakeUringFile(
+    std::shared_ptr<const FileHandle> file, const LocalFileOptions& options) {
+  return MakeRing(std::move(file), options, false);
+}
+
+Result<std::shared_ptr<Source>> MakeUringNopFile(
+    std::shared_ptr<const FileHandle> file, const LocalFileOptions& options) {
+  return MakeRing(std::move(file), options, true);
 }
 
 }  // namespace rangeio::detail

@@ -18,4 +18,11 @@ namespace rangeio::detail {
 Result<std::shared_ptr<Source>> MakeUringFile(
     std::shared_ptr<const FileHandle> file, const LocalFileOptions& options);
 
+// The same engine with every read call replaced by IORING_OP_NOP, which
+// completes at once as if it had read every byte asked for (the buffers keep
+// whatever they held): the library's own cost per read, with the ring and
+// its thread but no disk (bench local's no-disk rows). Not for reading data.
+Result<std::shared_ptr<Source>> MakeUringNopFile(
+    std::shared_ptr<const FileHandle> file, const LocalFileOptions& options);
+
 }  // namespace rangeio::detail

@@ -25,15 +25,8 @@
 # Needs Debian's ceph-mon, ceph-osd, radosgw and ceph-common.
 set -euo pipefail
 
-usage() {
-  echo "usage: $0 start|stop STATE_DIR" >&2
-  exit 2
-}
-
-free_port() {
-  node -e 'const s = require("net").createServer();
-    s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); });'
-}
+# shellcheck source=tests/servers/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 accepts() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 

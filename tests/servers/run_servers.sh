@@ -59,15 +59,8 @@ readonly BUCKET=rangeio-test
 readonly BUILD_DIR=${RANGEIO_BUILD_DIR:-$HERE/../../build}
 readonly RELAY=$BUILD_DIR/tests/servers/rangeio-latency-relay
 
-usage() {
-  echo "usage: $0 start|stop STATE_DIR" >&2
-  exit 2
-}
-
-free_port() {
-  node -e 'const s = require("net").createServer();
-    s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); });'
-}
+# shellcheck source=tests/servers/lib.sh
+source "$HERE/lib.sh"
 
 # wait_until PID NAME WHAT TEST...: until TEST succeeds (10 s), failing
 # early when PID exits. WHAT says what NAME did not do in time.

@@ -1,0 +1,100 @@
+// bench local's peers and surroundings: fio, run as a child process, and
+// what the disk under the test file is.
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "bench_local.h"
+
+namespace rangeio::bench {
+namespace {
+
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Runs `cmd` and returns its standard output; empty when it cannot run.
+std::string Capture(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+}  // namespace
+
+std::string FioVersion() {
+  std::string v = Capture("fio --version 2>/dev/null");
+  while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
+  return v.rfind("fio-", 0) == 0 ? v : std::string();
+}
+
+Result<IoRow> RunFio(const std::string& path, uint64_t block_size,
+                     uint32_t iodepth, int seconds) {
+  const std::string cmd =
+      "fio --name=rangeio-local --filename=" + ShellQuote(path) +
+      " --readonly --ioengine=io_uring --direct=1 --rw=randread"
+      " --iodepth=" +
+      std::to_string(iodepth) + " --bs=" + std::to_string(block_size) +
+      " --runtime=" + std::to_string(seconds) +
+      " --time_based=1 --numjobs=1 --lat_percentiles=1"
+      " --output-format=json 2>/dev/null";
+  const std::string out = Capture(cmd);
+  const size_t brace = out.find('{');
+  const nlohmann::json j = nlohmann::json::parse(
+      brace == std::string::npos ? std::string() : out.substr(brace), nullptr,
+      false);
+  if (j.is_discarded() || !j.contains("jobs") || j["jobs"].empty()) {
+    return Status::IoError("bench local: fio printed no JSON report for: " +
+                           cmd);
+  }
+  const nlohmann::json& job = j["jobs"][0];
+  const nlohmann::json& rd = job["read"];
+  const nlohmann::json& pct = rd["lat_ns"]["percentile"];
+  IoRow row;
+  row.strategy = "fio-uring-direct";
+  row.block_size = block_size;
+  row.reads = rd.value("total_ios", uint64_t{0});
+  row.seconds = job.value("job_runtime", 0.0) / 1e3;
+  row.p50_us = pct.value("50.000000", 0.0) / 1e3;
+  row.p99_us = pct.value("99.000000", 0.0) / 1e3;
+  row.cpu_seconds = (job.value("usr_cpu", 0.0) + job.value("sys_cpu", 0.0)) /
+                    100 * row.seconds;
+  row.note =
+      "fio --ioengine=io_uring --direct=1 --iodepth=" + std::to_string(iodepth);
+  if (job.value("error", 0) != 0 || row.reads == 0) {
+    return Status::IoError("bench local: fio failed (error " +
+                           std::to_string(job.value("error", 0)) +
+                           ") running: " + cmd);
+  }
+  return row;
+}
+
+std::string VirtualDevice(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "";
+  const std::string link = "/sys/dev/block/" +
+                           std::to_string(major(st.st_dev)) + ":" +
+                           std::to_string(minor(st.st_dev));
+  char buf[512];
+  const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  const std::string target(buf, static_cast<size_t>(n));
+  for (const char* v : {"virtio", "xen", "vmbus", "/virtual/"}) {
+    if (target.find(v) != std::string::npos) {
+      return target.substr(target.rfind('/') + 1) + " (" + v + ")";
+    }
+  }
+  return "";
+}
+
+}  // namespace rangeio::bench

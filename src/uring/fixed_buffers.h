@@ -1,0 +1,223 @@
+// fixed_buffers.h (internal) — the io_uring engine's registered buffers for
+// direct reads (uring_file.cc): 1 MiB slots for wide reads (FixedBuffers),
+// one arena of 4 KiB slots for small ones (SmallBuffers).
+//
+// Thread-safety: Take() on the ring thread only (it registers with the
+// ring); slices of the buffers may be released on any thread.
+#pragma once
+
+#include <liburing.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "local/local_read.h"
+#include "mutex.h"
+#include "rangeio/slice.h"
+
+namespace rangeio::detail {
+
+// Registered buffers (see FixedBuffers): direct reads of this size range.
+constexpr uint64_t kFixedMinBytes = uint64_t{64} << 10;
+constexpr size_t kFixedSlotBytes = size_t{1} << 20;
+
+// Registered ("fixed") buffers for direct reads of kFixedMinBytes to
+// kFixedSlotBytes. A direct read into ordinary memory pins and unpins every
+// page of its buffer (get_user_pages) on each call; a registered buffer is
+// pinned once. That shows at 1 MiB as more bandwidth for less CPU (fio
+// --fixedbufs, bench local 1 MiB O_DIRECT rows). The lower bound: a 1 MiB
+// slot per small read would pin 256 times the memory it needs; reads of up
+// to 4 KiB have SmallBuffers, and those between go to ordinary memory.
+//
+// Slots of kFixedSlotBytes are mapped and registered (into a sparse table
+// of one entry per ring slot, kernel 5.19+) the first time they are needed,
+// so a file that never does such reads pins nothing, and at most
+// queue-depth slots ever exist (64 MiB at the default depth). A slot stays
+// taken until the last Slice of it is released, which may be long after its
+// read: a read that finds no free slot uses ordinary memory. The slots
+// outlive the ring while callers hold slices of them.
+//
+// Thread-safety: Take() on the ring thread only (it registers); slices may
+// be released on any thread.
+class FixedBuffers : public std::enable_shared_from_this<FixedBuffers> {
+ public:
+  explicit FixedBuffers(uint32_t max_slots) : max_slots_(max_slots) {}
+  FixedBuffers(const FixedBuffers&) = delete;
+  FixedBuffers& operator=(const FixedBuffers&) = delete;
+  ~FixedBuffers() {
+    for (std::byte* p : memory_) ::munmap(p, kFixedSlotBytes);
+  }
+
+  static bool Fits(uint64_t bytes) {
+    return bytes >= kFixedMinBytes && bytes <= kFixedSlotBytes;
+  }
+
+  // A free registered slot for `r` (r.want bytes): sets r.buffer and r.dst
+  // and returns its index in the ring's buffer table; -1 when none is free
+  // (or the kernel refused to register one).
+  int Take(io_uring* ring, LocalRead& r) {
+    uint32_t index = 0;
+    std::byte* data = nullptr;
+    {
+      MutexLock lk(mu_);
+      if (free_.empty() && !GrowLocked(ring)) return -1;
+      index = free_.back();
+      free_.pop_back();
+      data = memory_[index];
+    }
+    std::shared_ptr<const void> owner(
+        data,
+        [self = shared_from_this(), index](const void*) { self->Give(index); });
+    r.dst = data;
+    r.buffer = Slice(std::move(owner), data, r.want);
+    taken_.fetch_add(1, std::memory_order_relaxed);
+    return static_cast<int>(index);
+  }
+
+  uint64_t taken() const { return taken_.load(std::memory_order_relaxed); }
+  uint32_t max_slots() const { return max_slots_; }
+
+ private:
+  // Maps and registers one more slot, if allowed. Under mu_: growth is
+  // rare (at most max_slots times) and Give() must not see a half-made slot.
+  bool GrowLocked(io_uring* ring) REQUIRES(mu_) {
+    if (refused_ || memory_.size() >= max_slots_) return false;
+    void* p = ::mmap(nullptr, kFixedSlotBytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return false;
+    const iovec iov{p, kFixedSlotBytes};
+    const auto index = static_cast<unsigned>(memory_.size());
+    // ENOMEM under a small RLIMIT_MEMLOCK: stay with ordinary memory.
+    if (io_uring_register_buffers_update_tag(ring, index, &iov, nullptr, 1) !=
+        1) {
+      ::munmap(p, kFixedSlotBytes);
+      refused_ = true;
+      return false;
+    }
+    memory_.push_back(static_cast<std::byte*>(p));
+    free_.push_back(index);
+    return true;
+  }
+
+  void Give(uint32_t index) EXCLUDES(mu_) {
+    MutexLock lk(mu_);
+    free_.push_back(index);
+  }
+
+  const uint32_t max_slots_;
+  std::atomic<uint64_t> taken_{0};
+  Mutex mu_;
+  std::vector<std::byte*> memory_ GUARDED_BY(mu_);  // slot -> its memory
+  std::vector<uint32_t> free_ GUARDED_BY(mu_);
+  bool refused_ GUARDED_BY(mu_) = false;
+};
+
+// Registered memory for direct reads of at most kSmallSlotBytes (random
+// 4 KiB reads): one arena of small slots, registered as one entry of the
+// ring's buffer table (a read_fixed may target any address inside an
+// entry), mapped and registered on the first such read. A direct read into
+// ordinary memory pins its page on every call: gup_fast_fallback and
+// bio_iov_iter_get_pages were ~6% of the ring thread's CPU in perf (bench url
+// --block 4KiB, direct, uring); into the arena it pins nothing.
+//
+// A slot stays taken until the last Slice of it is released; when every
+// slot is taken, a read uses ordinary memory. Slots: see kSmallSlotsPerRead.
+//
+// Thread-safety: Take() on the ring thread only (it registers); slices may
+// be released on any thread.
+constexpr size_t kSmallSlotBytes = 4096;
+// Slots per unit of queue depth: the reads in flight (1x) plus the results
+// a consumer may hold (the default response budget is 2C), with room to
+// spare; at most kMaxSmallSlots (4 MiB pinned per open file).
+constexpr uint32_t kSmallSlotsPerRead = 4;
+constexpr uint32_t kMaxSmallSlots = 1024;
+
+class SmallBuffers : public std::enable_shared_from_this<SmallBuffers> {
+ public:
+  // `table_index`: the ring's buffer-table entry the arena is registered at.
+  SmallBuffers(uint32_t depth, unsigned table_index)
+      : slots_(std::min(depth * kSmallSlotsPerRead, kMaxSmallSlots)),
+        table_index_(table_index) {}
+  SmallBuffers(const SmallBuffers&) = delete;
+  SmallBuffers& operator=(const SmallBuffers&) = delete;
+  ~SmallBuffers() {
+    if (arena_ != nullptr) ::munmap(arena_, size_t{slots_} * kSmallSlotBytes);
+  }
+
+  // A slot holds the read when its aligned length fits and the slot's
+  // address satisfies the file's memory alignment.
+  static bool Fits(uint64_t bytes, uint32_t memory_align) {
+    return bytes <= kSmallSlotBytes && kSmallSlotBytes % memory_align == 0;
+  }
+
+  // As FixedBuffers::Take: sets r.buffer and r.dst to a free slot and
+  // returns the arena's table index; -1 when no slot is free (or the kernel
+  // refused to register the arena).
+  int Take(io_uring* ring, LocalRead& r) {
+    uint32_t slot = 0;
+    std::byte* data = nullptr;
+    {
+      MutexLock lk(mu_);
+      if (free_.empty() && !MapLocked(ring)) return -1;
+      slot = free_.back();
+      free_.pop_back();
+      data = arena_ + size_t{slot} * kSmallSlotBytes;
+    }
+    std::shared_ptr<const void> owner(
+        data,
+        [self = shared_from_this(), slot](const void*) { self->Give(slot); });
+    r.dst = data;
+    r.buffer = Slice(std::move(owner), data, r.want);
+    taken_.fetch_add(1, std::memory_order_relaxed);
+    return static_cast<int>(table_index_);
+  }
+
+  uint64_t taken() const { return taken_.load(std::memory_order_relaxed); }
+  uint32_t slots() const { return slots_; }
+
+ private:
+  // Maps and registers the arena, once; false when it exists already (every
+  // slot is taken) or cannot be had.
+  bool MapLocked(io_uring* ring) REQUIRES(mu_) {
+    if (arena_ != nullptr || refused_) return false;
+    const size_t bytes = size_t{slots_} * kSmallSlotBytes;
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      refused_ = true;
+      return false;
+    }
+    const iovec iov{p, bytes};
+    // ENOMEM under a small RLIMIT_MEMLOCK: stay with ordinary memory.
+    if (io_uring_register_buffers_update_tag(ring, table_index_, &iov, nullptr,
+                                             1) != 1) {
+      ::munmap(p, bytes);
+      refused_ = true;
+      return false;
+    }
+    arena_ = static_cast<std::byte*>(p);
+    for (uint32_t s = slots_; s > 0; --s) free_.push_back(s - 1);
+    return true;
+  }
+
+  void Give(uint32_t slot) EXCLUDES(mu_) {
+    MutexLock lk(mu_);
+    free_.push_back(slot);
+  }
+
+  const uint32_t slots_;
+  const unsigned table_index_;
+  std::atomic<uint64_t> taken_{0};
+  Mutex mu_;
+  std::byte* arena_ GUARDED_BY(mu_) = nullptr;
+  std::vector<uint32_t> free_ GUARDED_BY(mu_);
+  bool refused_ GUARDED_BY(mu_) = false;
+};
+
+}  // namespace rangeio::detail
