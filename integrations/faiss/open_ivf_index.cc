@@ -146,21 +146,13 @@ std::string Beside(std::string_view url, const std::string& file) {
   return std::string(url.substr(0, slash + 1)) + name;
 }
 
-// The reader options for the lists: the caller's, with a planner that
-// merges lists lying back to back when the caller chose none and the
-// source's own preset merges nothing (HTTP, S3): a probed list's neighbour
-// is often probed too, and a touching merge reads no byte more. Merged
-// reads stop at 1 MiB, about ten lists of bench vindex's IVF-Flat, so that
-// a batch still spreads over many reads in flight.
-Options ListOptions(const Source& source, const IvfOpenOptions& o) {
+// The reader options for the lists: the caller's, with no planner unless
+// the caller chose one. RangeInvertedLists merges touching lists itself and
+// issues its reads in scan order, which a planner would sort by offset:
+// the budget would then fill with lists the scan needs last.
+Options ListOptions(const IvfOpenOptions& o) {
   Options r = o.reader;
-  if (!r.planner && !source.DefaultPlannerOptions().coalesce) {
-    PlannerOptions p = PlannerOptions::ObjectStore();
-    p.coalesce_gap = 0;
-    p.max_merged_bytes = 1 << 20;
-    p.split_bytes = PlannerOptions::kNoSplit;
-    r.planner = p;
-  }
+  if (!r.planner) r.planner = PlannerOptions::None();
   return r;
 }
 
@@ -173,7 +165,7 @@ Result<std::unique_ptr<::faiss::Index>> OpenIvfIndex(
                            OpenSource(url, options.source));
   RANGEIO_ASSIGN_OR_RETURN(
       Reader reader,
-      Reader::Open(source, ListOptions(*source, options), std::move(limiter)));
+      Reader::Open(source, ListOptions(options), std::move(limiter)));
   RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, source->Size());
   const std::string name = source->name();
   RangeIOReader in(reader, size);
@@ -202,7 +194,7 @@ Result<std::unique_ptr<::faiss::Index>> OpenIvfIndex(
     RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> ds,
                              OpenSource(data_url, options.source));
     RANGEIO_ASSIGN_OR_RETURN(
-        data, Reader::Open(ds, ListOptions(*ds, options), reader.limiter()));
+        data, Reader::Open(ds, ListOptions(options), reader.limiter()));
     extents.resize(od->lists.size());
     for (size_t i = 0; i < od->lists.size(); ++i) {
       const auto& l = od->lists[i];
