@@ -95,6 +95,9 @@ struct BenchOptions {
   std::string url;
   std::string capacity_url;
   int soak_seconds = 600;  // soak: how long it runs
+  // vindex: dataset size (vectors of 128 floats) and queries per batch.
+  int vindex_vectors = 200'000;
+  int vindex_queries = 1'000;
 };
 
 // bench url: ranged reads of any object OpenSource opens.
@@ -130,6 +133,8 @@ Result<Report> RunHttp(const BenchOptions& options);
 Result<Report> RunBlob(const BenchOptions& options);
 Result<Report> RunHedge(const BenchOptions& options);
 Result<Report> RunSoak(const BenchOptions& options);
+// Built with integrations/faiss only; otherwise an error saying so.
+Result<Report> RunVindex(const BenchOptions& options);
 Result<Report> RunUrl(const UrlBenchOptions& options);
 
 // "100KiB", "1M", "4096" (binary suffixes K, KiB, M, MiB, G, GiB) for the
