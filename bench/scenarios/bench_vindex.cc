@@ -83,7 +83,7 @@ std::vector<float> Clustered(int n, const std::vector<float>& centres,
   for (int i = 0; i < n; ++i) {
     const size_t c = rng() % kClusters;
     for (int j = 0; j < kDim; ++j) {
-      x[size_t(i) * kDim + j] = centres[c * kDim + j] + g(rng);
+      x[static_cast<size_t>(i) * kDim + j] = centres[c * kDim + j] + g(rng);
     }
   }
   return x;
@@ -92,7 +92,7 @@ std::vector<float> Clustered(int n, const std::vector<float>& centres,
 Dataset MakeDataset(int n, int nq) {
   std::mt19937 rng(20);
   std::normal_distribution<float> g(0.0f, 2.0f);
-  std::vector<float> centres(size_t(kClusters) * kDim);
+  std::vector<float> centres(static_cast<size_t>(kClusters) * kDim);
   for (float& c : centres) c = g(rng);
   Dataset d;
   d.n = n;
@@ -101,8 +101,8 @@ Dataset MakeDataset(int n, int nq) {
   d.queries = Clustered(nq, centres, 2);
   ::faiss::IndexFlatL2 flat(kDim);
   flat.add(n, d.base.data());
-  std::vector<float> dist(size_t(nq) * kK);
-  d.truth.resize(size_t(nq) * kK);
+  std::vector<float> dist(static_cast<size_t>(nq) * kK);
+  d.truth.resize(static_cast<size_t>(nq) * kK);
   flat.search(nq, d.queries.data(), kK, dist.data(), d.truth.data());
   return d;
 }
@@ -162,23 +162,24 @@ Measured Measure(::faiss::Index* index, const Dataset& d, int singles,
                  const std::function<void()>& before_batch = nullptr) {
   singles = std::min(singles, d.nq);
   Measured m;
-  std::vector<float> dist(size_t(d.nq) * kK);
-  m.batch.resize(size_t(d.nq) * kK);
+  std::vector<float> dist(static_cast<size_t>(d.nq) * kK);
+  m.batch.resize(static_cast<size_t>(d.nq) * kK);
   if (before_batch) before_batch();
   const auto t0 = Clock::now();
   index->search(d.nq, d.queries.data(), kK, dist.data(), m.batch.data());
   m.batch_s = Seconds(t0);
-  m.single.resize(size_t(singles) * kK);
+  m.single.resize(static_cast<size_t>(singles) * kK);
   std::vector<std::vector<double>> ms(kClientThreads);
   std::vector<std::thread> threads;
+  threads.reserve(kClientThreads);
   for (int t = 0; t < kClientThreads; ++t) {
     threads.emplace_back([&, t] {
       omp_set_num_threads(1);  // the client threads are the parallelism
       float dd[kK];
       for (int q = t; q < singles; q += kClientThreads) {
         const auto q0 = Clock::now();
-        index->search(1, d.queries.data() + size_t(q) * kDim, kK, dd,
-                      m.single.data() + size_t(q) * kK);
+        index->search(1, d.queries.data() + static_cast<size_t>(q) * kDim, kK,
+                      dd, m.single.data() + static_cast<size_t>(q) * kK);
         ms[t].push_back(Seconds(q0) * 1000);
       }
     });
@@ -191,11 +192,11 @@ Measured Measure(::faiss::Index* index, const Dataset& d, int singles,
 double Recall(const Labels& got, const Dataset& d) {
   size_t hit = 0;
   for (int q = 0; q < d.nq; ++q) {
-    const auto* t = &d.truth[size_t(q) * kK];
-    const auto* g = &got[size_t(q) * kK];
+    const auto* t = &d.truth[static_cast<size_t>(q) * kK];
+    const auto* g = &got[static_cast<size_t>(q) * kK];
     for (int i = 0; i < kK; ++i) hit += std::count(t, t + kK, g[i]) > 0;
   }
-  return static_cast<double>(hit) / (double(d.nq) * kK);
+  return static_cast<double>(hit) / (static_cast<double>(d.nq) * kK);
 }
 
 struct Context {
@@ -311,7 +312,7 @@ Result<double> RoundTripMs(const std::string& url) {
   RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(src));
   std::vector<double> ms;
   for (int i = 0; i < 21; ++i) {
-    const ByteRange r{uint64_t(i) * 4096, 1};
+    const ByteRange r{static_cast<uint64_t>(i) * 4096, 1};
     const auto t0 = Clock::now();
     RANGEIO_ASSIGN_OR_RETURN(RangeStream s, reader.ReadRanges({&r, 1}));
     RANGEIO_ASSIGN_OR_RETURN(std::optional<RangeResult> got, s.Next());
@@ -407,13 +408,15 @@ Result<Report> RunVindex(const BenchOptions& options) {
   const Dataset d = MakeDataset(n, nq);
 
   for (const std::string kind : {"flat", "pq"}) {
-    const std::string file = "ivf-" + kind + "-" + std::to_string(n) + ".index";
-    const std::string path = dir + "/" + file;
+    std::string file = "ivf-";
+    file.append(kind).append("-").append(std::to_string(n)).append(".index");
+    const std::string path = (fs::path(dir) / file).string();
     RANGEIO_RETURN_NOT_OK(EnsureIndex(kind, d, path));
     std::string url;
     if (have_http) {
       fs::create_directories(root + "/vindex-bench");
-      const std::string served = root + "/vindex-bench/" + file;
+      std::string served = root;
+      served.append("/vindex-bench/").append(file);
       if (!fs::exists(served) || fs::file_size(served) != fs::file_size(path)) {
         fs::copy_file(path, served, fs::copy_options::overwrite_existing);
       }

@@ -130,7 +130,9 @@ struct RangeListsHook final : ::faiss::InvertedListsIOHook {
 int IoFlags() {
   static std::once_flag once;
   std::call_once(once, [] {
-    ::faiss::InvertedListsIOHook::add_callback(new RangeListsHook());
+    // FAISS keeps its hooks for the life of the process.
+    static RangeListsHook* const hook = new RangeListsHook();
+    ::faiss::InvertedListsIOHook::add_callback(hook);
   });
   return ::faiss::IO_FLAG_SKIP_IVF_DATA | ::faiss::IO_FLAG_READ_ONLY |
          static_cast<int>(::faiss::fourcc("ilrg") & 0xffff0000u);
@@ -139,8 +141,7 @@ int IoFlags() {
 // The URL of `file` beside `url` (same directory).
 std::string Beside(std::string_view url, const std::string& file) {
   const size_t base = file.find_last_of('/');
-  const std::string name =
-      base == std::string::npos ? file : file.substr(base + 1);
+  std::string name = base == std::string::npos ? file : file.substr(base + 1);
   const size_t slash = url.find_last_of('/');
   if (slash == std::string_view::npos) return name;
   return std::string(url.substr(0, slash + 1)) + name;
