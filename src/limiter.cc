@@ -134,6 +134,11 @@ std::deque<std::shared_ptr<PermitClient>>::iterator
 LimiterCore::NextClientLocked() {
   auto best = queue_.begin();
   if (queue_.size() == 1) return best;
+  // A high-priority client (a read its caller blocks on) goes before all
+  // others; several go round-robin among themselves.
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    if ((*it)->high_priority_.load(std::memory_order_relaxed)) return it;
+  }
   uint64_t least = (*best)->UndeliveredLocked();
   for (auto it = std::next(best); it != queue_.end() && least > 0; ++it) {
     const uint64_t u = (*it)->UndeliveredLocked();
@@ -283,5 +288,6 @@ uint64_t Limiter::response_budget_bytes() const {
   return core_->budget_bytes();
 }
 Stats Limiter::GetStats() const { return core_->GetStats(); }
+bool Limiter::Stalled() const { return core_->Stalled(); }
 
 }  // namespace rangeio

@@ -64,6 +64,11 @@ class PermitClient {
   void SetPassLimit(uint32_t n) {
     pass_limit_.store(n, std::memory_order_relaxed);
   }
+  // Priority::kHigh: served before every other waiting client. Set before
+  // the first Extend().
+  void SetHighPriority(bool high) {
+    high_priority_.store(high, std::memory_order_relaxed);
+  }
 
  private:
   friend class LimiterCore;
@@ -79,6 +84,7 @@ class PermitClient {
   std::atomic<uint64_t> delivered_{0};
   std::atomic<bool> paused_{false};
   std::atomic<uint32_t> pass_limit_{UINT32_MAX};
+  std::atomic<bool> high_priority_{false};
   uint64_t UndeliveredLocked() const {
     const uint64_t d = delivered_.load(std::memory_order_relaxed);
     return next_ > d ? next_ - d : 0;
@@ -136,6 +142,10 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
     uint64_t retained_count;
     uint64_t retained_bytes;
   };
+  bool Stalled() const EXCLUDES(mu_) {
+    MutexLock lk(mu_);
+    return in_flight_ == 0 && !queue_.empty();
+  }
   Usage Occupancy() const EXCLUDES(mu_) {
     MutexLock lk(mu_);
     return {in_flight_, retained_count_, retained_bytes_};

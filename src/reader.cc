@@ -99,14 +99,16 @@ struct ReaderAccess {
   static Result<RangeStream> ReadRanges(const Reader& reader,
                                         std::span<const ByteRange> ranges,
                                         Delivery delivery,
-                                        Scheduling scheduling);
+                                        Scheduling scheduling,
+                                        Priority priority);
 };
 
 Result<RangeStream> ReadRangesScheduled(const Reader& reader,
                                         std::span<const ByteRange> ranges,
                                         Delivery delivery,
                                         Scheduling scheduling) {
-  return ReaderAccess::ReadRanges(reader, ranges, delivery, scheduling);
+  return ReaderAccess::ReadRanges(reader, ranges, delivery, scheduling,
+                                  Priority::kNormal);
 }
 
 namespace {
@@ -146,7 +148,8 @@ Status CheckRanges(std::span<const ByteRange> ranges, uint64_t size,
 Result<RangeStream> ReaderAccess::ReadRanges(const Reader& reader,
                                              std::span<const ByteRange> ranges,
                                              Delivery delivery,
-                                             Scheduling scheduling) {
+                                             Scheduling scheduling,
+                                             Priority priority) {
   const std::shared_ptr<Source>& source = reader.read_source_;
   RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, source->Size());
   RANGEIO_RETURN_NOT_OK(CheckRanges(ranges, size, source->name()));
@@ -165,6 +168,7 @@ Result<RangeStream> ReaderAccess::ReadRanges(const Reader& reader,
         source, core, reader.stats_,
         std::vector<ByteRange>(ranges.begin(), ranges.end()), delivery,
         reader.options_, scheduling);
+    state->SetHighPriority(priority == Priority::kHigh);
     state->Start();
     return RangeStream(std::move(state));
   }
@@ -178,6 +182,7 @@ Result<RangeStream> ReaderAccess::ReadRanges(const Reader& reader,
   auto physical = std::make_shared<StreamState>(
       source, core, reader.stats_, std::move(reads), delivery, reader.options_,
       scheduling, [map](uint64_t p) { return map->Describe(p); });
+  physical->SetHighPriority(priority == Priority::kHigh);
   auto planned = std::make_shared<PlannedStream>(map, std::move(hits), delivery,
                                                  reader.stats_, core);
   planned->Start(std::move(physical));
@@ -187,9 +192,10 @@ Result<RangeStream> ReaderAccess::ReadRanges(const Reader& reader,
 }  // namespace detail
 
 Result<RangeStream> Reader::ReadRanges(std::span<const ByteRange> ranges,
-                                       Delivery delivery) const {
-  return detail::ReaderAccess::ReadRanges(*this, ranges, delivery,
-                                          detail::Scheduling::kRolling);
+                                       Delivery delivery,
+                                       Priority priority) const {
+  return detail::ReaderAccess::ReadRanges(
+      *this, ranges, delivery, detail::Scheduling::kRolling, priority);
 }
 
 Stats Reader::GetStats() const { return stats_->Snapshot(); }

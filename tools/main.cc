@@ -36,6 +36,7 @@ int RunBench(const std::vector<std::string>& scenarios,
                : s == "soak"      ? rangeio::bench::RunSoak(bo)
                : s == "hedge"     ? rangeio::bench::RunHedge(bo)
                : s == "throttle"  ? rangeio::bench::RunThrottle(bo)
+               : s == "vindex"    ? rangeio::bench::RunVindex(bo)
                                   : rangeio::bench::RunBlob(bo);
     rangeio::bench::Progress::Get().Done();
     if (!rep.ok()) return Fail("bench " + s, rep.status());
@@ -225,6 +226,19 @@ int Main(int argc, char** argv) {
   soak->add_option("--seconds", bo.soak_seconds, "How long (default 600)")
       ->check(CLI::Range(1, 86'400));
   soak->add_option("--json", json_path, "Also write the figures as JSON");
+  CLI::App* vindex = bench->add_subcommand(
+      "vindex",
+      "FAISS IVF search with posting lists read by rangeio: in memory, mmap, "
+      "local file, HTTP chunked and rolling (needs libfaiss-dev; HTTP rows "
+      "need tests/servers/run_servers.sh)");
+  vindex->add_option("--vectors", bo.vindex_vectors, "Vectors of 128 floats")
+      ->check(CLI::Range(20'000, 10'000'000))
+      ->capture_default_str();
+  vindex->add_option("--queries", bo.vindex_queries, "Queries per batch")
+      ->check(CLI::Range(8, 100'000))
+      ->capture_default_str();
+  vindex->add_option("--json", json_path, "Also write the figures as JSON");
+  vindex->add_flag("--quiet,-q", quiet, "No progress line on stderr");
 
   CLI11_PARSE(app, argc, argv);
 
@@ -261,6 +275,7 @@ int Main(int argc, char** argv) {
   }
   if (hedge->parsed()) scenarios.push_back("hedge");
   if (throttle->parsed()) scenarios.push_back("throttle");
+  if (vindex->parsed()) scenarios.push_back("vindex");
   if (scenarios.empty()) {
     // The embedded-defaults run: every scenario that needs no servers.
     scenarios = {"straggler", "hot-cache", "coalesce", "local"};

@@ -102,6 +102,9 @@ struct BenchOptions {
   // the plain one; default $RANGEIO_BENCH_HTTP_THROTTLED_URL and
   // $RANGEIO_BENCH_HTTP_URL).
   double throttle_seconds = 20;
+  // vindex: dataset size (vectors of 128 floats) and queries per batch.
+  int vindex_vectors = 200'000;
+  int vindex_queries = 1'000;
 };
 
 // bench url: ranged reads of any object OpenSource opens.
@@ -138,6 +141,8 @@ Result<Report> RunBlob(const BenchOptions& options);
 Result<Report> RunHedge(const BenchOptions& options);
 Result<Report> RunSoak(const BenchOptions& options);
 Result<Report> RunThrottle(const BenchOptions& options);
+// Built with integrations/faiss only; otherwise an error saying so.
+Result<Report> RunVindex(const BenchOptions& options);
 Result<Report> RunUrl(const UrlBenchOptions& options);
 
 // "100KiB", "1M", "4096" (binary suffixes K, KiB, M, MiB, G, GiB) for the

@@ -11,9 +11,10 @@
 // results (ties in turn): one huge request cannot monopolise the permits, a
 // stream whose consumer keeps up is not starved by streams whose results pile
 // up, and one thread merging k streams stays live with a response budget of
-// at least 2k. A read is admitted when an I/O permit is free and the response
-// budget can take one more response of its size; a single read larger than
-// the byte budget is admitted once nothing else is retained.
+// at least 2k. A stream read with Priority::kHigh goes before all of those. A
+// read is admitted when an I/O permit is free and the response budget can take
+// one more response of its size; a single read larger than the byte budget is
+// admitted once nothing else is retained.
 //
 // Thread-safety: all methods are thread-safe. Lifetime: held by shared_ptr;
 // readers, streams and handed-out slices keep it alive.
@@ -48,6 +49,12 @@ class Limiter {
   // Aggregates over every reader of this limiter, and its occupancy now and
   // at its peak.
   Stats GetStats() const;
+
+  // True when a stream waits for admission while no read is in flight: only
+  // a release of responses already read can let it in. A caller that holds
+  // results it could drop and read again (a cache, read-ahead) drops some
+  // instead of waiting for the stream's response_stall_timeout.
+  bool Stalled() const;
 
  private:
   friend struct detail::LimiterAccess;  // the library's scheduler (src/)

@@ -53,6 +53,15 @@ enum class Delivery {
   kAsCompleted,  // results as their reads complete
 };
 
+// How a stream's reads queue in its limiter against other streams'.
+enum class Priority {
+  kNormal,
+  // Admitted before every waiting kNormal stream (still within the limiter's
+  // permits and budgets): a read its caller blocks on now, such as a cache
+  // miss, does not queue behind prefetches already waiting.
+  kHigh,
+};
+
 struct RangeResult {
   size_t index = 0;  // position of the range in the ReadRanges request
   Slice bytes;       // exactly the range's bytes; holds response budget
@@ -112,8 +121,10 @@ class Reader {
 
   // Validates every range (overflow, past the end of the source) before any
   // I/O, then starts reading. A zero-length range yields empty bytes.
+  // `priority` orders this stream's admission against other waiting streams.
   Result<RangeStream> ReadRanges(std::span<const ByteRange> ranges,
-                                 Delivery delivery = Delivery::kOrdered) const;
+                                 Delivery delivery = Delivery::kOrdered,
+                                 Priority priority = Priority::kNormal) const;
 
   // Stats of this source handle (shared with clones). A stream adds its
   // figures here in batches: at least every 64 reads and 64 deliveries,

@@ -1,0 +1,487 @@
+// vindex — issue 20: a FAISS IVF search whose posting lists are range
+// reads. A clustered synthetic dataset (fixed seed; 200,000 x 128 floats by
+// default), ground truth by brute force, IVF-Flat and IVF-PQ (16 x 8 bits)
+// with 1,024 lists, written once to $TMPDIR/rangeio-vindex and served by
+// nginx through the 24 ms latency relay. Rows per index and nprobe (16, 64):
+// FAISS in memory, FAISS mmap (OnDiskInvertedLists on the local file, cold
+// and warm), rangeio on the local file (cold and warm), rangeio over HTTP
+// with the chunked scheduler and rolling, and, with the relay's straggler
+// mixture, rolling without and with hedge=auto. Each row: one batch of all
+// queries (batch QPS), one query per call from 8 threads (p50/p99), recall@10
+// and the bytes read. Every row's labels must equal FAISS in memory's for
+// every query, or the bench fails.
+#include <faiss/IVFlib.h>
+#include <faiss/IndexFlat.h>
+#include <faiss/IndexIVFFlat.h>
+#include <faiss/IndexIVFPQ.h>
+#include <faiss/impl/io.h>
+#include <faiss/index_io.h>
+#include <fcntl.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "bench_scenarios.h"
+#include "progress.h"
+#include "rangeio_faiss/range_inverted_lists.h"
+#include "stream/baselines.h"
+
+namespace rangeio::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using Labels = std::vector<::faiss::Index::idx_t>;
+
+constexpr int kDim = 128;
+constexpr int kLists = 1024;
+constexpr int kClusters = 1000;  // of the data, unrelated to the lists
+constexpr int kK = 10;
+constexpr int kClientThreads = 8;
+// One-query calls per row over HTTP (each waits a round trip): enough for
+// a p99 of 400 samples in a few seconds.
+constexpr int kHttpSingles = 400;
+// 8 client threads x nprobe 16: 128 lists in flight for one-query calls
+// (C = 64 would make every other call wait a second round trip).
+constexpr uint32_t kIoConcurrency = 128;
+constexpr uint64_t kBudgetBytes = 256ull << 20;
+constexpr uint32_t kBudgetCount = 16384;
+
+std::string EnvOr(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+double Seconds(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct Dataset {
+  int n = 0;
+  int nq = 0;
+  std::vector<float> base;
+  std::vector<float> queries;
+  Labels truth;
+};
+
+// Gaussian clusters around random centres: real embeddings cluster, which
+// makes lists uneven, as in production.
+std::vector<float> Clustered(int n, const std::vector<float>& centres,
+                             uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n) * kDim);
+  for (int i = 0; i < n; ++i) {
+    const size_t c = rng() % kClusters;
+    for (int j = 0; j < kDim; ++j) {
+      x[static_cast<size_t>(i) * kDim + j] = centres[c * kDim + j] + g(rng);
+    }
+  }
+  return x;
+}
+
+Dataset MakeDataset(int n, int nq) {
+  std::mt19937 rng(20);
+  std::normal_distribution<float> g(0.0f, 2.0f);
+  std::vector<float> centres(static_cast<size_t>(kClusters) * kDim);
+  for (float& c : centres) c = g(rng);
+  Dataset d;
+  d.n = n;
+  d.nq = nq;
+  d.base = Clustered(n, centres, 1);
+  d.queries = Clustered(nq, centres, 2);
+  ::faiss::IndexFlatL2 flat(kDim);
+  flat.add(n, d.base.data());
+  std::vector<float> dist(static_cast<size_t>(nq) * kK);
+  d.truth.resize(static_cast<size_t>(nq) * kK);
+  flat.search(nq, d.queries.data(), kK, dist.data(), d.truth.data());
+  return d;
+}
+
+// The index `kind` of the dataset, built and saved to `path` unless a file
+// of that name (the same seed and sizes) is there already.
+Status EnsureIndex(const std::string& kind, const Dataset& d,
+                   const std::string& path) {
+  if (fs::exists(path)) return Status::OK();
+  Progress::Get().Phase("vindex: building " + kind + " index");
+  auto* quantizer = new ::faiss::IndexFlatL2(kDim);
+  std::unique_ptr<::faiss::IndexIVF> ivf;
+  if (kind == "flat") {
+    ivf = std::make_unique<::faiss::IndexIVFFlat>(quantizer, kDim, kLists);
+  } else {
+    ivf = std::make_unique<::faiss::IndexIVFPQ>(quantizer, kDim, kLists, 16, 8);
+  }
+  ivf->own_fields = true;
+  ivf->train(d.n, d.base.data());
+  ivf->add(d.n, d.base.data());
+  const std::string tmp = path + ".tmp";
+  ::faiss::write_index(ivf.get(), tmp.c_str());
+  fs::rename(tmp, path);
+  return Status::OK();
+}
+
+// Drops `path` from the page cache (clean pages: it was written long ago or
+// only read), for the cold rows.
+void DropCache(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
+}
+
+struct Measured {
+  double batch_s = 0;
+  Labels batch;
+  std::vector<double> single_ms;
+  Labels single;  // queries 0..singles-1, one per call
+  uint64_t bytes = 0;
+};
+
+void SetNprobe(::faiss::Index* index, int nprobe) {
+  ::faiss::ivflib::extract_index_ivf(index)->nprobe = nprobe;
+}
+
+// One batch of every query, then `singles` one-query calls from 8 threads.
+Measured Measure(::faiss::Index* index, const Dataset& d, int singles,
+                 const std::function<void()>& before_batch = nullptr) {
+  singles = std::min(singles, d.nq);
+  Measured m;
+  std::vector<float> dist(static_cast<size_t>(d.nq) * kK);
+  m.batch.resize(static_cast<size_t>(d.nq) * kK);
+  if (before_batch) before_batch();
+  const auto t0 = Clock::now();
+  index->search(d.nq, d.queries.data(), kK, dist.data(), m.batch.data());
+  m.batch_s = Seconds(t0);
+  m.single.resize(static_cast<size_t>(singles) * kK);
+  std::vector<std::vector<double>> ms(kClientThreads);
+  std::vector<std::thread> threads;
+  threads.reserve(kClientThreads);
+  for (int t = 0; t < kClientThreads; ++t) {
+    threads.emplace_back([&, t] {
+      omp_set_num_threads(1);  // the client threads are the parallelism
+      float dd[kK];
+      for (int q = t; q < singles; q += kClientThreads) {
+        const auto q0 = Clock::now();
+        index->search(1, d.queries.data() + static_cast<size_t>(q) * kDim, kK,
+                      dd, m.single.data() + static_cast<size_t>(q) * kK);
+        ms[t].push_back(Seconds(q0) * 1000);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (auto& v : ms) m.single_ms.insert(m.single_ms.end(), v.begin(), v.end());
+  return m;
+}
+
+double Recall(const Labels& got, const Dataset& d) {
+  size_t hit = 0;
+  for (int q = 0; q < d.nq; ++q) {
+    const auto* t = &d.truth[static_cast<size_t>(q) * kK];
+    const auto* g = &got[static_cast<size_t>(q) * kK];
+    for (int i = 0; i < kK; ++i) hit += std::count(t, t + kK, g[i]) > 0;
+  }
+  return static_cast<double>(hit) / (static_cast<double>(d.nq) * kK);
+}
+
+struct Context {
+  const Dataset* d = nullptr;
+  std::string kind;
+  int nprobe = 0;
+  const Measured* memory = nullptr;  // the reference row
+  Report* rep = nullptr;
+};
+
+Status AddRow(const Context& c, const std::string& name, const Measured& m,
+              const std::string& note) {
+  if (c.memory != nullptr) {
+    if (m.batch != c.memory->batch) {
+      return Status::Internal("bench vindex: row " + name +
+                              ": batch labels differ from FAISS in memory");
+    }
+    if (!std::equal(m.single.begin(), m.single.end(),
+                    c.memory->single.begin())) {
+      return Status::Internal("bench vindex: row " + name +
+                              ": one-query labels differ from FAISS in memory");
+    }
+  }
+  Row row{c.kind + "-np" + std::to_string(c.nprobe) + "-" + name,
+          {m.batch_s * 1000},
+          static_cast<uint64_t>(c.d->nq),
+          {},
+          {},
+          note,
+          {}};
+  row.extra = {{"batch_qps", c.d->nq / m.batch_s},
+               {"single_p50_ms", Quantile(m.single_ms, 0.5)},
+               {"single_p99_ms", Quantile(m.single_ms, 0.99)},
+               {"recall_at_10", Recall(m.batch, *c.d)},
+               {"mib_read", static_cast<double>(m.bytes) / (1 << 20)}};
+  c.rep->rows.push_back(std::move(row));
+  return Status::OK();
+}
+
+// A rangeio row: the index opened on `url`, measured; bytes from its
+// limiter.
+Status RangeioRow(const Context& c, const std::string& name,
+                  const std::string& url, const integrations::IvfOpenOptions& o,
+                  int singles, const std::string& cold_path) {
+  Progress::Get().Phase("vindex: " + c.kind + " nprobe " +
+                        std::to_string(c.nprobe) + " " + name);
+  // A budget that holds a batch's lists (the IVF-Flat index is ~100 MiB;
+  // a list scanned by several queries of a thread's slice is kept for all
+  // of them): with less, lists evicted for budget are read again one round
+  // trip each (the note's "evicted").
+  integrations::IvfOpenOptions opened = o;
+  opened.reader.io_concurrency = kIoConcurrency;
+  opened.reader.response_budget_bytes = kBudgetBytes;
+  opened.reader.response_budget_count = kBudgetCount;
+  RANGEIO_ASSIGN_OR_RETURN(std::unique_ptr<::faiss::Index> index,
+                           integrations::OpenIvfIndex(url, opened));
+  SetNprobe(index.get(), c.nprobe);
+  integrations::RangeInvertedLists* lists =
+      integrations::RangeListsOf(index.get());
+  const uint64_t b0 = lists->reader().limiter()->GetStats().physical_bytes;
+  Measured m;
+  try {
+    m = Measure(index.get(), *c.d, singles, [&] {
+      if (!cold_path.empty()) DropCache(cold_path);
+    });
+  } catch (const std::exception& e) {
+    return Status::IoError("bench vindex: row " + name + ": " + e.what());
+  }
+  m.bytes = lists->reader().limiter()->GetStats().physical_bytes - b0;
+  const integrations::ListStats s = lists->GetListStats();
+  const std::string note = "on-demand " + std::to_string(s.lists_on_demand) +
+                           ", evicted " + std::to_string(s.lists_evicted) +
+                           ", copies " + std::to_string(s.aligned_copies);
+  return AddRow(c, name, m, note);
+}
+
+// `url` (bench.bin through a relay listener) with its last path segment
+// replaced by vindex-bench/<file>.
+std::string Beside(const std::string& url, const std::string& file) {
+  const size_t slash = url.find_last_of('/');
+  return url.substr(0, slash + 1) + "vindex-bench/" + file;
+}
+
+// The whole index over HTTP (8 MiB parts at C = 64), then FAISS's reader
+// on the bytes in memory: what "FAISS in memory" costs first.
+Result<double> DownloadSeconds(const std::string& url) {
+  const auto t0 = Clock::now();
+  RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> src, OpenSource(url));
+  RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(src));
+  RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, src->Size());
+  std::vector<ByteRange> parts;
+  for (uint64_t o = 0; o < size; o += 8 << 20) {
+    parts.push_back({o, std::min<uint64_t>(8 << 20, size - o)});
+  }
+  ::faiss::VectorIOReader in;
+  in.data.resize(size);
+  RANGEIO_ASSIGN_OR_RETURN(RangeStream s,
+                           reader.ReadRanges(parts, Delivery::kAsCompleted));
+  for (;;) {
+    RANGEIO_ASSIGN_OR_RETURN(std::optional<RangeResult> r, s.Next());
+    if (!r) break;
+    std::memcpy(in.data.data() + parts[r->index].offset, r->bytes.data(),
+                r->bytes.size());
+  }
+  std::unique_ptr<::faiss::Index> index(::faiss::read_index(&in));
+  return Seconds(t0);
+}
+
+// Median of 21 one-byte reads of `url` one after another: the round trip
+// through the relay.
+Result<double> RoundTripMs(const std::string& url) {
+  RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> src, OpenSource(url));
+  RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(src));
+  std::vector<double> ms;
+  for (int i = 0; i < 21; ++i) {
+    const ByteRange r{static_cast<uint64_t>(i) * 4096, 1};
+    const auto t0 = Clock::now();
+    RANGEIO_ASSIGN_OR_RETURN(RangeStream s, reader.ReadRanges({&r, 1}));
+    RANGEIO_ASSIGN_OR_RETURN(std::optional<RangeResult> got, s.Next());
+    ms.push_back(Seconds(t0) * 1000);
+  }
+  return Quantile(ms, 0.5);
+}
+
+double Figure(const Report& rep, const std::string& row, const char* key) {
+  const Row* r = rep.Find(row);
+  return r ? r->extra[key].get<double>() : 0;
+}
+
+void Verdicts(Report* rep, const std::string& kind, double rtt_ms) {
+  char buf[240];
+  auto row = [&](int np, const char* name) {
+    return kind + "-np" + std::to_string(np) + "-" + name;
+  };
+  for (const int np : {16, 64}) {
+    for (const char* temp : {"cold", "warm"}) {
+      const std::string ours = row(np, "rangeio-local-") + temp;
+      const std::string peer = row(np, "faiss-mmap-") + temp;
+      const double x = Figure(*rep, ours, "batch_qps") /
+                       std::max(1e-9, Figure(*rep, peer, "batch_qps"));
+      std::snprintf(buf, sizeof buf, "%s batch QPS %.2fx %s (target >= 1.0x)",
+                    ours.c_str(), x, peer.c_str());
+      rep->AddVerdict(x >= 1.0, buf);
+    }
+  }
+  const std::string http = row(16, "rangeio-http");
+  if (rep->Find(http) == nullptr) {
+    rep->AddSkipped(kind + " HTTP targets",
+                    "no test servers (tests/servers/run_servers.sh)");
+    return;
+  }
+  const double mem = Figure(*rep, row(16, "faiss-memory"), "batch_qps");
+  const double ours = Figure(*rep, http, "batch_qps");
+  const double chunked =
+      Figure(*rep, row(16, "rangeio-http-chunked"), "batch_qps");
+  std::snprintf(buf, sizeof buf,
+                "%s batch QPS %.2fx FAISS in memory (target >= 0.7x)",
+                http.c_str(), ours / mem);
+  rep->AddVerdict(ours / mem >= 0.7, buf);
+  std::snprintf(buf, sizeof buf, "%s batch QPS %.2fx chunked (target >= 3x)",
+                http.c_str(), ours / chunked);
+  rep->AddVerdict(ours / chunked >= 3, buf);
+  const double bound =
+      1.3 * (rtt_ms + Figure(*rep, row(16, "faiss-memory"), "single_p50_ms"));
+  const double p50 = Figure(*rep, http, "single_p50_ms");
+  std::snprintf(buf, sizeof buf,
+                "%s one-query p50 %.1f ms, bound 1.3 x (round trip %.1f ms + "
+                "in-memory p50) = %.1f ms",
+                http.c_str(), p50, rtt_ms, bound);
+  rep->AddVerdict(p50 <= bound, buf);
+  const std::string off = row(16, "rangeio-http-stragglers");
+  const std::string on = row(16, "rangeio-http-stragglers-hedge");
+  if (rep->Find(off) && rep->Find(on)) {
+    const double a = Figure(*rep, off, "single_p99_ms");
+    const double b = Figure(*rep, on, "single_p99_ms");
+    std::snprintf(
+        buf, sizeof buf,
+        "%s one-query p99 %.1f ms vs %.1f ms without hedging (target: "
+        "lower)",
+        on.c_str(), b, a);
+    rep->AddVerdict(b < a, buf);
+  }
+}
+
+}  // namespace
+
+Result<Report> RunVindex(const BenchOptions& options) {
+  Report rep;
+  rep.scenario = "vindex";
+  const int n = options.vindex_vectors;
+  const int nq = options.vindex_queries;
+  const std::string tmp = EnvOr("TMPDIR").empty() ? "/tmp" : EnvOr("TMPDIR");
+  const std::string dir = tmp + "/rangeio-vindex";
+  fs::create_directories(dir);
+  const std::string http = EnvOr("RANGEIO_BENCH_HTTP_URL");
+  const std::string straggler = EnvOr("RANGEIO_BENCH_HTTP_STRAGGLER_URL");
+  const std::string root = EnvOr("RANGEIO_TEST_NGINX_ROOT");
+  const bool have_http = !http.empty() && !root.empty();
+  rep.config = {{"vectors", n},
+                {"dim", kDim},
+                {"queries", nq},
+                {"lists", kLists},
+                {"k", kK},
+                {"client_threads", kClientThreads},
+                {"omp_threads", omp_get_max_threads()},
+                {"http_url", http},
+                {"index_dir", dir}};
+  Progress::Get().Phase("vindex: dataset and ground truth");
+  const Dataset d = MakeDataset(n, nq);
+
+  for (const std::string kind : {"flat", "pq"}) {
+    std::string file = "ivf-";
+    file.append(kind).append("-").append(std::to_string(n)).append(".index");
+    const std::string path = (fs::path(dir) / file).string();
+    RANGEIO_RETURN_NOT_OK(EnsureIndex(kind, d, path));
+    std::string url;
+    if (have_http) {
+      fs::create_directories(root + "/vindex-bench");
+      std::string served = root;
+      served.append("/vindex-bench/").append(file);
+      if (!fs::exists(served) || fs::file_size(served) != fs::file_size(path)) {
+        fs::copy_file(path, served, fs::copy_options::overwrite_existing);
+      }
+      url = Beside(http, file);
+      RANGEIO_ASSIGN_OR_RETURN(const double dl, DownloadSeconds(url));
+      rep.lines.push_back("  " + kind + ": FAISS in memory first downloads " +
+                          std::to_string(fs::file_size(path) >> 20) +
+                          " MiB through the relay: " + std::to_string(dl) +
+                          " s");
+    }
+    std::unique_ptr<::faiss::Index> memory(::faiss::read_index(path.c_str()));
+    std::unique_ptr<::faiss::Index> mmapped(
+        ::faiss::read_index(path.c_str(), ::faiss::IO_FLAG_MMAP));
+    for (const int nprobe : {16, 64}) {
+      Context c{&d, kind, nprobe, nullptr, &rep};
+      SetNprobe(memory.get(), nprobe);
+      Progress::Get().Phase("vindex: " + kind + " nprobe " +
+                            std::to_string(nprobe) + " faiss-memory");
+      const Measured mem = Measure(memory.get(), d, nq);
+      RANGEIO_RETURN_NOT_OK(
+          AddRow(c, "faiss-memory", mem, "whole index in RAM"));
+      c.memory = &mem;
+      SetNprobe(mmapped.get(), nprobe);
+      for (const bool cold : {true, false}) {
+        Progress::Get().Phase("vindex: " + kind + " faiss-mmap");
+        Measured m = Measure(mmapped.get(), d, nq, [&] {
+          if (cold) DropCache(path);
+        });
+        RANGEIO_RETURN_NOT_OK(
+            AddRow(c, cold ? "faiss-mmap-cold" : "faiss-mmap-warm", m,
+                   "IO_FLAG_MMAP: OnDiskInvertedLists"));
+      }
+      integrations::IvfOpenOptions local;
+      RANGEIO_RETURN_NOT_OK(
+          RangeioRow(c, "rangeio-local-cold", path, local, nq, path));
+      RANGEIO_RETURN_NOT_OK(
+          RangeioRow(c, "rangeio-local-warm", path, local, nq, ""));
+      if (!have_http) continue;
+      integrations::IvfOpenOptions chunked;
+      chunked.read = [](const Reader& r, std::span<const ByteRange> ranges,
+                        Delivery delivery, Priority) {
+        return detail::ReadRangesScheduled(r, ranges, delivery,
+                                           detail::Scheduling::kChunked);
+      };
+      RANGEIO_RETURN_NOT_OK(RangeioRow(c, "rangeio-http-chunked", url, chunked,
+                                       kHttpSingles, ""));
+      RANGEIO_RETURN_NOT_OK(
+          RangeioRow(c, "rangeio-http", url, {}, kHttpSingles, ""));
+      if (!straggler.empty() && nprobe == 16) {
+        const std::string surl = Beside(straggler, file);
+        RANGEIO_RETURN_NOT_OK(RangeioRow(c, "rangeio-http-stragglers", surl, {},
+                                         kHttpSingles, ""));
+        integrations::IvfOpenOptions hedged;
+        hedged.reader.hedge = Options::Hedge::kAuto;
+        RANGEIO_RETURN_NOT_OK(RangeioRow(c, "rangeio-http-stragglers-hedge",
+                                         surl, hedged, kHttpSingles, ""));
+      }
+    }
+    double rtt = 0;
+    if (have_http) {
+      RANGEIO_ASSIGN_OR_RETURN(rtt, RoundTripMs(url));
+    }
+    Verdicts(&rep, kind, rtt);
+  }
+  return rep;
+}
+
+}  // namespace rangeio::bench

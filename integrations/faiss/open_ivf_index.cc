@@ -1,0 +1,235 @@
+// OpenIvfIndex: a FAISS IVF index's header read through rangeio, its lists
+// served by a RangeInvertedLists (rangeio_faiss/range_inverted_lists.h).
+#include <faiss/IVFlib.h>
+#include <faiss/IndexIVF.h>
+#include <faiss/impl/FaissAssert.h>
+#include <faiss/impl/FaissException.h>
+#include <faiss/impl/io.h>
+#include <faiss/index_io.h>
+#include <faiss/invlists/InvertedListsIOHook.h>
+#include <faiss/invlists/OnDiskInvertedLists.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "rangeio_faiss/range_inverted_lists.h"
+
+namespace rangeio::integrations {
+
+namespace {
+
+// Header bytes fetched per read: 1 MiB covers the quantizer of 1,024 x 128
+// floats (512 KiB) and the codebooks in one round trip.
+constexpr uint64_t kHeaderWindow = 1 << 20;
+
+// FAISS's reader interface over a rangeio Reader, read front to back
+// through a window. The list data of an "ilar" index is skipped by the
+// hook below, which files the lists' extents here.
+class RangeIOReader final : public ::faiss::IOReader {
+ public:
+  // Windows stay within the response budget, which bounds every read.
+  RangeIOReader(const Reader& reader, uint64_t size)
+      : reader_(reader),
+        size_(size),
+        window_max_(std::min(kHeaderWindow,
+                             reader.limiter()->response_budget_bytes())) {
+    name = reader.source()->name();
+  }
+
+  size_t operator()(void* ptr, size_t item, size_t nitems) override {
+    if (item == 0 || nitems == 0) return 0;
+    const uint64_t left = size_ - pos_;
+    const size_t n = std::min<uint64_t>(nitems, left / item);
+    uint64_t want = uint64_t{n} * item;
+    auto* out = static_cast<std::byte*>(ptr);
+    while (want > 0) {
+      if (pos_ < window_at_ || pos_ >= window_at_ + window_.size()) {
+        if (!Fill(want)) return 0;
+      }
+      const uint64_t from = pos_ - window_at_;
+      const uint64_t k = std::min<uint64_t>(want, window_.size() - from);
+      std::memcpy(out, window_.data() + from, k);
+      out += k;
+      pos_ += k;
+      want -= k;
+    }
+    return n;
+  }
+
+  uint64_t position() const { return pos_; }
+  void Skip(uint64_t to) { pos_ = std::min(to, size_); }
+  const Status& error() const { return error_; }
+
+  // Set by the hook for an "ilar" index.
+  bool have_extents = false;
+  std::vector<RangeInvertedLists::Extent> extents;
+  uint64_t lists_end = 0;
+
+ private:
+  bool Fill(uint64_t want) {
+    const uint64_t len =
+        std::min({size_ - pos_, std::max<uint64_t>(want, window_max_)});
+    const ByteRange r{pos_, len};
+    Result<RangeStream> s = reader_.ReadRanges({&r, 1});
+    if (!s.ok()) {
+      error_ = s.status();
+      return false;
+    }
+    Result<std::optional<RangeResult>> got = s->Next();
+    if (!got.ok() || !*got) {
+      error_ = got.ok() ? Status::IoError("no bytes for " + r.ToString())
+                        : got.status();
+      return false;
+    }
+    window_ = std::move((*got)->bytes);
+    window_at_ = pos_;
+    return true;
+  }
+
+  const Reader& reader_;
+  const uint64_t size_;
+  const uint64_t window_max_;
+  uint64_t pos_ = 0;
+  Slice window_;
+  uint64_t window_at_ = 0;
+  Status error_;
+};
+
+// Registered once under fourcc "ilrg": read_index with the io_flags below
+// hands it an "ilar" index's list sizes with the reader at the first list,
+// instead of reading the lists into memory.
+struct RangeListsHook final : ::faiss::InvertedListsIOHook {
+  RangeListsHook() : InvertedListsIOHook("ilrg", "rangeio::RangeListsHook") {}
+  void write(const ::faiss::InvertedLists*, ::faiss::IOWriter*) const override {
+    FAISS_THROW_MSG("rangeio reads FAISS lists, it does not write them");
+  }
+  ::faiss::InvertedLists* read(::faiss::IOReader*, int) const override {
+    FAISS_THROW_MSG("no FAISS index stores rangeio's lists");
+  }
+  ::faiss::InvertedLists* read_ArrayInvertedLists(
+      ::faiss::IOReader* f, int, size_t nlist, size_t code_size,
+      const std::vector<size_t>& sizes) const override {
+    auto* r = dynamic_cast<RangeIOReader*>(f);
+    FAISS_THROW_IF_NOT_MSG(r, "rangeio's list hook needs its own reader");
+    uint64_t at = r->position();
+    r->extents.resize(nlist);
+    for (size_t i = 0; i < nlist; ++i) {
+      FAISS_THROW_IF_NOT_FMT(sizes[i] < (uint64_t{1} << 48),
+                             "list %zu claims %zu entries", i, sizes[i]);
+      r->extents[i] = {at, at + sizes[i] * code_size, sizes[i]};
+      at += sizes[i] * (code_size + 8);
+    }
+    r->have_extents = true;
+    r->lists_end = at;
+    r->Skip(at);
+    return new ::faiss::ArrayInvertedLists(nlist, code_size);
+  }
+};
+
+int IoFlags() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // FAISS keeps its hooks for the life of the process.
+    static RangeListsHook* const hook = new RangeListsHook();
+    ::faiss::InvertedListsIOHook::add_callback(hook);
+  });
+  return ::faiss::IO_FLAG_SKIP_IVF_DATA | ::faiss::IO_FLAG_READ_ONLY |
+         static_cast<int>(::faiss::fourcc("ilrg") & 0xffff0000u);
+}
+
+// The URL of `file` beside `url` (same directory).
+std::string Beside(std::string_view url, const std::string& file) {
+  const size_t base = file.find_last_of('/');
+  std::string name = base == std::string::npos ? file : file.substr(base + 1);
+  const size_t slash = url.find_last_of('/');
+  if (slash == std::string_view::npos) return name;
+  return std::string(url.substr(0, slash + 1)) + name;
+}
+
+// The reader options for the lists: the caller's, with no planner unless
+// the caller chose one. RangeInvertedLists merges touching lists itself and
+// issues its reads in scan order, which a planner would sort by offset:
+// the budget would then fill with lists the scan needs last.
+Options ListOptions(const IvfOpenOptions& o) {
+  Options r = o.reader;
+  if (!r.planner) r.planner = PlannerOptions::None();
+  return r;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<::faiss::Index>> OpenIvfIndex(
+    std::string_view url, const IvfOpenOptions& options,
+    std::shared_ptr<Limiter> limiter) {
+  RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> source,
+                           OpenSource(url, options.source));
+  RANGEIO_ASSIGN_OR_RETURN(
+      Reader reader,
+      Reader::Open(source, ListOptions(options), std::move(limiter)));
+  RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, source->Size());
+  const std::string name = source->name();
+  RangeIOReader in(reader, size);
+  std::unique_ptr<::faiss::Index> index;
+  try {
+    index.reset(::faiss::read_index(&in, IoFlags()));
+  } catch (const std::exception& e) {
+    if (!in.error().ok()) return in.error().WithContext("FAISS index header");
+    return Status::InvalidArgument(
+        "'" + name + "' is not a FAISS index rangeio can read: " + e.what());
+  }
+  ::faiss::IndexIVF* ivf = ::faiss::ivflib::try_extract_index_ivf(index.get());
+  if (ivf == nullptr) {
+    return Status::InvalidArgument(
+        "'" + name + "' is a FAISS index but not an IVF one (" +
+        typeid(*index).name() + "): it has no posting lists to read");
+  }
+  std::vector<RangeInvertedLists::Extent> extents;
+  Reader data = reader;
+  if (in.have_extents) {
+    extents = std::move(in.extents);
+  } else if (auto* od =
+                 dynamic_cast<::faiss::OnDiskInvertedLists*>(ivf->invlists)) {
+    const std::string data_url =
+        options.data_url.empty() ? Beside(url, od->filename) : options.data_url;
+    RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> ds,
+                             OpenSource(data_url, options.source));
+    RANGEIO_ASSIGN_OR_RETURN(
+        data, Reader::Open(ds, ListOptions(options), reader.limiter()));
+    extents.resize(od->lists.size());
+    for (size_t i = 0; i < od->lists.size(); ++i) {
+      const auto& l = od->lists[i];
+      if (l.size > l.capacity || l.capacity > (uint64_t{1} << 48)) {
+        return Status::InvalidArgument(
+            "FAISS index '" + name + "': list " + std::to_string(i) +
+            " has size " + std::to_string(l.size) + " and capacity " +
+            std::to_string(l.capacity) + ": a corrupt list table");
+      }
+      extents[i] = {l.offset, l.offset + l.capacity * od->code_size, l.size};
+    }
+  } else {
+    return Status::InvalidArgument(
+        "FAISS index '" + name + "': its lists are " +
+        (ivf->invlists ? typeid(*ivf->invlists).name() : "absent") +
+        "; rangeio reads a normally saved index (\"ilar\") and "
+        "OnDiskInvertedLists (\"ilod\")");
+  }
+  RANGEIO_ASSIGN_OR_RETURN(
+      std::unique_ptr<RangeInvertedLists> lists,
+      RangeInvertedLists::Make(ivf->code_size, std::move(extents),
+                               std::move(data), options.read));
+  if (lists->nlist != ivf->nlist) {
+    return Status::InvalidArgument(
+        "FAISS index '" + name + "': " + std::to_string(lists->nlist) +
+        " lists stored for an index of " + std::to_string(ivf->nlist));
+  }
+  ivf->replace_invlists(lists.release(), /*own=*/true);
+  return index;
+}
+
+RangeInvertedLists* RangeListsOf(::faiss::Index* index) {
+  ::faiss::IndexIVF* ivf = ::faiss::ivflib::try_extract_index_ivf(index);
+  return ivf ? dynamic_cast<RangeInvertedLists*>(ivf->invlists) : nullptr;
+}
+
+}  // namespace rangeio::integrations

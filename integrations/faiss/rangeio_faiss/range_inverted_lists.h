@@ -1,0 +1,122 @@
+// rangeio_faiss/range_inverted_lists.h — FAISS IVF posting lists read
+// through rangeio, from any URL rangeio opens (optional integration).
+//
+// OpenIvfIndex reads a FAISS IVF index's header (quantizer, codebooks, list
+// table) from a local file, http(s):// or s3:// URL, and gives the index a
+// RangeInvertedLists that reads each posting list as one byte range when
+// the search needs it. Two layouts: a normally saved index (fourcc "ilar":
+// the lists back to back after their sizes vector) and an index whose lists
+// are OnDiskInvertedLists (fourcc "ilod": a {size, capacity, offset} table;
+// codes at offset, int64 ids at offset + capacity * code_size in the
+// .ivfdata file named in the index).
+//
+// How a search reads: IndexIVF::search calls prefetch_lists on each of its
+// threads with that thread's probed lists; RangeInvertedLists deduplicates
+// them and reads them as ONE request (rangeio coalesces neighbours, and
+// admits them as a rolling window) that a pump thread drains while the
+// search scans. get_codes waits for its list and returns a pointer into the
+// read's buffer (no copy; ids 8-byte aligned); release unpins. A list not
+// prefetched (one-query calls on another thread, an evicted list) is read
+// at once with Priority::kHigh, ahead of queued prefetches. A read error
+// throws faiss::FaissException naming the list and its byte range.
+//
+// Memory: every list held (read ahead and not yet scanned, or pinned by a
+// scan) holds the limiter's response budget (Options::response_budget_bytes
+// and _count), so the budget bounds the lists' memory whatever the batch.
+// When a thread waits for a list that cannot be admitted because the budget
+// is all held by lists read ahead, it evicts such lists (not pinned ones);
+// they are read again, with priority, when scanned. A batch completes with
+// any budget that holds one list per search thread plus one more.
+//
+// Thread-safety: as FAISS requires (concurrent reads from any threads).
+#pragma once
+
+#include <faiss/Index.h>
+#include <faiss/invlists/InvertedLists.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rangeio/open_source.h"
+#include "rangeio/options.h"
+#include "rangeio/reader.h"
+#include "rangeio/status.h"
+
+namespace rangeio::integrations {
+
+// How the lists' reads are issued: Reader::ReadRanges by default; the
+// benchmarks pass the chunked baseline to show what rolling replaces.
+using ListReadFn = std::function<Result<RangeStream>(
+    const Reader&, std::span<const ByteRange>, Delivery, Priority)>;
+
+struct IvfOpenOptions {
+  SourceOptions source;  // backend options of the index (and data) URLs
+  Options reader;        // io_concurrency, response budget = lists' memory
+  // An "ilod" index: URL of its .ivfdata file. Empty: the file name stored
+  // in the index, taken beside the index URL (as IO_FLAG_ONDISK_SAME_DIR).
+  std::string data_url;
+  ListReadFn read;  // empty: Reader::ReadRanges
+};
+
+// Figures of one RangeInvertedLists since it was opened.
+struct ListStats {
+  uint64_t prefetch_calls = 0;
+  uint64_t lists_prefetched = 0;  // distinct lists read by prefetches
+  uint64_t lists_on_demand = 0;   // lists read by get_codes at once
+  uint64_t lists_evicted = 0;     // read ahead, dropped for budget
+  uint64_t aligned_copies = 0;    // lists copied to align their ids
+};
+
+class RangeInvertedLists final : public ::faiss::ReadOnlyInvertedLists {
+ public:
+  // Where list i lies in the data source: size entries, codes at
+  // codes_offset (size * code_size bytes), ids at ids_offset (size int64).
+  struct Extent {
+    uint64_t codes_offset = 0;
+    uint64_t ids_offset = 0;
+    uint64_t size = 0;
+  };
+
+  // Checks every extent against the source's size and code_size; the
+  // error names the list, its bytes and the source.
+  static Result<std::unique_ptr<RangeInvertedLists>> Make(
+      size_t code_size, std::vector<Extent> lists, Reader reader,
+      ListReadFn read = nullptr);
+  ~RangeInvertedLists() override;
+
+  size_t list_size(size_t list_no) const override;
+  const uint8_t* get_codes(size_t list_no) const override;
+  const idx_t* get_ids(size_t list_no) const override;
+  void release_codes(size_t list_no, const uint8_t* codes) const override;
+  void release_ids(size_t list_no, const idx_t* ids) const override;
+  const uint8_t* get_single_code(size_t list_no, size_t offset) const override;
+  void prefetch_lists(const idx_t* list_nos, int nlist) const override;
+
+  ListStats GetListStats() const;
+  const Reader& reader() const;
+
+  struct Impl;
+
+ private:
+  RangeInvertedLists(size_t n, size_t code_bytes, std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+// Opens the FAISS IVF index at `url_or_path` (header read through rangeio,
+// lists served by a RangeInvertedLists on a reader sharing `limiter`, or a
+// limiter of its own from options.reader when null). InvalidArgument naming
+// the URL for a file that is not a FAISS IVF index in one of the two
+// layouts, or whose list table points past its data.
+Result<std::unique_ptr<::faiss::Index>> OpenIvfIndex(
+    std::string_view url_or_path, const IvfOpenOptions& options = {},
+    std::shared_ptr<Limiter> limiter = nullptr);
+
+// The RangeInvertedLists of an index OpenIvfIndex returned (null if none).
+RangeInvertedLists* RangeListsOf(::faiss::Index* index);
+
+}  // namespace rangeio::integrations
