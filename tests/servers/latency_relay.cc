@@ -54,6 +54,7 @@
 
 #include "latency_relay_connection.h"
 #include "latency_relay_options.h"
+#include "latency_relay_rate.h"
 #include "sim/latency_model.h"
 
 namespace rangeio::relay {
@@ -69,12 +70,6 @@ constexpr uint64_t kListenKey = 0;
 constexpr uint64_t kTimerKey = 1;
 constexpr uint64_t kSignalKey = 2;
 constexpr uint64_t kFirstId = 2;
-
-// What S3 answers above a prefix's request rate (its error document).
-constexpr std::string_view kSlowDownBody =
-    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code>"
-    "<Message>Please reduce your request rate.</Message>"
-    "<RequestId>rangeio-latency-relay</RequestId></Error>";
 
 int64_t NowNs() {
   timespec ts;
@@ -130,7 +125,7 @@ class Relay {
         methods.empty() ? "none" : methods.c_str(),
         static_cast<unsigned long long>(accepted_),
         static_cast<unsigned long long>(response_bytes_),
-        static_cast<unsigned long long>(throttled_),
+        static_cast<unsigned long long>(bucket_.refused()),
         delayed_ ? late_ns_sum_ / 1e6 / static_cast<double>(delayed_) : 0.0,
         static_cast<double>(late_ns_max_) / 1e6,
         static_cast<unsigned long long>(delayed_));
@@ -414,31 +409,11 @@ class Relay {
     auto uniform = [this] { return random_.Next(); };
     const double delay_ms = options_.latency.Delay(
         n, uniform, [&uniform] { return NormalFromUniforms(uniform); });
-    const bool throttled = c.Idle() && !TakeToken(now);
+    const bool throttled = c.Idle() && !bucket_.Take(now);
     const int64_t due =
         std::max(now + static_cast<int64_t>(delay_ms * 1e6), c.last_due_ns);
     c.last_due_ns = due;
     c.waiting.push_back({due, due > now, throttled, std::string(request)});
-  }
-
-  // The token bucket of --rate-limit: true if the request may go upstream.
-  bool TakeToken(int64_t now) {
-    if (options_.rate_limit == 0) return true;
-    const double burst = options_.burst;
-    if (bucket_at_ns_ == 0) {
-      tokens_ = burst;
-    } else {
-      tokens_ =
-          std::min(burst, tokens_ + static_cast<double>(now - bucket_at_ns_) *
-                                        options_.rate_limit / 1e9);
-    }
-    bucket_at_ns_ = now;
-    if (tokens_ < 1) {
-      ++throttled_;
-      return false;
-    }
-    tokens_ -= 1;
-    return true;
   }
 
   // The relay's own answer to the client, once every upstream byte before
@@ -482,11 +457,7 @@ class Relay {
         ++delayed_;
       }
       if (w.throttled) {
-        c.reply =
-            "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
-            "Content-Length: " +
-            std::to_string(kSlowDownBody.size()) + "\r\n\r\n" +
-            std::string(kSlowDownBody);
+        c.reply = SlowDownResponse();
         c.reply_sent = 0;
       } else if (c.out_sent == c.out.size()) {
         c.out = std::move(w.bytes);
@@ -645,9 +616,7 @@ class Relay {
   std::map<std::string, uint64_t, std::less<>> methods_;
   uint64_t accepted_ = 0;
   uint64_t response_bytes_ = 0;
-  uint64_t throttled_ = 0;  // requests answered 503 SlowDown
-  double tokens_ = 0;       // the --rate-limit bucket
-  int64_t bucket_at_ns_ = 0;
+  TokenBucket bucket_{options_.rate_limit, options_.burst};  // --rate-limit
   uint64_t delayed_ = 0;
   double late_ns_sum_ = 0;
   int64_t late_ns_max_ = 0;
