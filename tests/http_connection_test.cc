@@ -56,23 +56,8 @@ class BarrierServer {
  private:
   void Serve(int fd) {
     std::string in;
-    char buf[4096];
-    for (;;) {
-      size_t end;
-      while ((end = in.find("\r\n\r\n")) == std::string::npos) {
-        const ssize_t n = recv(fd, buf, sizeof buf, 0);
-        if (n <= 0) return;
-        in.append(buf, static_cast<size_t>(n));
-      }
-      const std::string head = in.substr(0, end);
-      in.erase(0, end + 4);
-      uint64_t first = 0, last = 0;
-      const size_t r = head.find("Range: bytes=");
-      if (r == std::string::npos ||
-          std::sscanf(head.c_str() + r + 13, "%lu-%lu", &first, &last) != 2 ||
-          last < first || last >= kObjectBytes) {
-        return;  // the client then sees a closed connection: the test fails
-      }
+    uint64_t first = 0, last = 0;
+    while (testing::NextRangeRequest(fd, &in, kObjectBytes, &first, &last)) {
       {
         std::unique_lock lk(mu_);
         ++requests_;
@@ -83,15 +68,8 @@ class BarrierServer {
         cv_.wait_for(lk, std::chrono::seconds(20), [&] { return released_; });
         --in_flight_;
       }
-      std::string body(last - first + 1, '\0');
-      FillSimulatedBytes(
-          first, {reinterpret_cast<std::byte*>(body.data()), body.size()});
       const std::string reply =
-          "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes " +
-          std::to_string(first) + "-" + std::to_string(last) + "/" +
-          std::to_string(kObjectBytes) +
-          "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
-          body;
+          testing::PartialContentReply(first, last, kObjectBytes);
       if (send(fd, reply.data(), reply.size(), MSG_NOSIGNAL) !=
           static_cast<ssize_t>(reply.size())) {
         return;

@@ -5,6 +5,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
+
+#include "rangeio/sim.h"
+
 namespace rangeio::testing {
 
 int ListenOnLoopback(int* port) {
@@ -56,6 +60,35 @@ void LoopbackServer::AcceptLoop() {
     fds_.push_back(fd);
     handlers_.emplace_back([this, fd] { serve_(fd); });
   }
+}
+
+bool NextRangeRequest(int fd, std::string* in, uint64_t object_bytes,
+                      uint64_t* first, uint64_t* last) {
+  char buf[4096];
+  size_t end;
+  while ((end = in->find("\r\n\r\n")) == std::string::npos) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return false;
+    in->append(buf, static_cast<size_t>(n));
+  }
+  const std::string head = in->substr(0, end);
+  in->erase(0, end + 4);
+  const size_t r = head.find("Range: bytes=");
+  return r != std::string::npos &&
+         std::sscanf(head.c_str() + r + 13, "%lu-%lu", first, last) == 2 &&
+         *first <= *last && *last < object_bytes;
+}
+
+std::string PartialContentReply(uint64_t first, uint64_t last,
+                                uint64_t object_bytes) {
+  std::string body(last - first + 1, '\0');
+  FillSimulatedBytes(first,
+                     {reinterpret_cast<std::byte*>(body.data()), body.size()});
+  return "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes " +
+         std::to_string(first) + "-" + std::to_string(last) + "/" +
+         std::to_string(object_bytes) +
+         "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+         body;
 }
 
 }  // namespace rangeio::testing

@@ -6,6 +6,7 @@
 // thread; `serve` runs on one thread per accepted connection.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -46,5 +47,17 @@ class LoopbackServer {
   std::vector<std::thread> handlers_;  // GUARDED_BY(mu_)
   std::thread acceptor_;
 };
+
+// For a handler serving ranged GETs of a simulated object of
+// `object_bytes` (FillSimulatedBytes): reads the next request head from `fd`
+// (`in` keeps bytes read past it) and parses its Range into [*first, *last].
+// False when the connection ended or the request has no valid range (the
+// handler then closes, and the client sees a closed connection).
+bool NextRangeRequest(int fd, std::string* in, uint64_t object_bytes,
+                      uint64_t* first, uint64_t* last);
+
+// The 206 answer to bytes [first, last] of that object.
+std::string PartialContentReply(uint64_t first, uint64_t last,
+                                uint64_t object_bytes);
 
 }  // namespace rangeio::testing
