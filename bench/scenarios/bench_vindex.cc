@@ -320,8 +320,10 @@ Result<double> RoundTripMs(const std::string& url, int parallel) {
   RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(src, o));
   RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, src->Size());
   std::vector<double> ms;
+  ms.reserve(21);
   for (int i = 0; i < 21; ++i) {
     std::vector<ByteRange> ranges;
+    ranges.reserve(static_cast<size_t>(parallel));
     for (int j = 0; j < parallel; ++j) {
       ranges.push_back(
           {(static_cast<uint64_t>(i * parallel + j) << 20) % size, 1});
