@@ -20,6 +20,7 @@
 
 #include "rangeio/rangeio.h"
 #include "support/loopback_server.h"
+#include "support/test_util.h"
 
 namespace rangeio {
 namespace {
@@ -313,19 +314,11 @@ void ReadAllAndCheck(const std::shared_ptr<Source>& source, uint32_t c, int n) {
   }
   auto stream = reader->ReadRanges(ranges, Delivery::kAsCompleted);
   ASSERT_TRUE(stream.ok()) << stream.status().ToString();
-  for (int i = 0; i < n; ++i) {
-    auto r = stream->Next();
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    ASSERT_TRUE(r->has_value());
-    const RangeResult& rr = **r;
-    ASSERT_EQ(rr.bytes.size(), 4096u);
-    EXPECT_EQ(rr.bytes.data()[0], SimulatedByteAt(ranges[rr.index].offset));
-    EXPECT_EQ(rr.bytes.data()[4095],
-              SimulatedByteAt(ranges[rr.index].offset + 4095));
-  }
-  auto end = stream->Next();
-  ASSERT_TRUE(end.ok()) << end.status().ToString();
-  EXPECT_FALSE(end->has_value());
+  const testing::DrainResult out =
+      testing::Drain(*stream, ranges, SimulatedByteAt);
+  ASSERT_TRUE(out.status.ok()) << out.status.ToString();
+  EXPECT_EQ(out.bad_bytes, 0u);
+  testing::ExpectEachIndexOnce(out.indexes, ranges.size());
 }
 
 HttpOptions Http(uint32_t c, bool adaptive) {
