@@ -14,10 +14,11 @@
 // source completing inline) show the library's own CPU per read.
 //
 // Each row reads random block-aligned offsets through a Reader with
-// as-completed delivery for kRowSeconds. A buffered row reads every block
-// at most once (so that it never hits pages it read itself) and ends early
-// if it runs out; an O_DIRECT row goes round the blocks again, as fio's
-// time-based run does, so that both run the full kRowSeconds and spread
+// as-completed delivery for kRowSeconds; at 4 KiB, each run from a region of
+// the file no other run reads (Region in bench_local.h). A buffered row reads
+// every block at most once (so that it never hits pages it read itself) and
+// ends early if it runs out; an O_DIRECT row goes round the blocks again, as
+// fio's time-based run does, so that both run the full kRowSeconds and spread
 // their start-up (fresh buffers, registered memory) over as many reads. CPU is
 // getrusage(RUSAGE_SELF) over the row (every thread of the process, the
 // kernel's io_uring workers included); fio's is its own usr + sys.
@@ -36,6 +37,7 @@
 #include <cstdlib>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,6 +74,10 @@ constexpr int kMinPairs = 3;
 constexpr double kFioDrift = 0.20;
 // The no-disk memory row reads this much memory (the ranges wrap round it).
 constexpr uint64_t kMemoryBytes = uint64_t{64} << 20;
+// A region of its own per run (see Region in bench_local.h) only when it
+// holds at least this many blocks: 3 s at 2,700 IOPS before a run goes round
+// its region again.
+constexpr uint64_t kMinRegionBlocks = 8192;
 
 enum class Kind {
   kFile,      // OpenLocalFile
@@ -157,39 +163,12 @@ Status PrepareFile(const std::string& path) {
   return Status::OK();
 }
 
-// Drops the file's pages from the page cache; returns the fraction of its
-// pages still resident afterwards (mincore), so a warm "cold" row shows.
-Result<double> DropCache(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(errno, "opening '" + path + "'");
-  (void)::fdatasync(fd);
-  const int err = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  if (err != 0) {
-    ::close(fd);
-    return Status::FromErrno(err, "posix_fadvise(DONTNEED) '" + path + "'");
-  }
-  void* map = ::mmap(nullptr, kFileBytes, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED) return 0.0;  // unknown; not worth failing for
-  const long page = ::sysconf(_SC_PAGESIZE);
-  std::vector<unsigned char> resident(kFileBytes / page);
-  double fraction = 0;
-  if (::mincore(map, kFileBytes, resident.data()) == 0) {
-    fraction = static_cast<double>(std::count_if(
-                   resident.begin(), resident.end(),
-                   [](unsigned char c) { return (c & 1) != 0; })) /
-               static_cast<double>(resident.size());
-  }
-  ::munmap(map, kFileBytes);
-  return fraction;
-}
-
-// Every block of the file once, in random order.
-std::vector<ByteRange> RandomBlocks(uint64_t block_size) {
+// Every block of `region` once, in random order.
+std::vector<ByteRange> RandomBlocks(uint64_t block_size, Region region) {
   std::vector<ByteRange> ranges;
-  ranges.reserve(kFileBytes / block_size);
-  for (uint64_t off = 0; off < kFileBytes; off += block_size) {
-    ranges.push_back({off, block_size});
+  ranges.reserve(region.bytes / block_size);
+  for (uint64_t off = 0; off + block_size <= region.bytes; off += block_size) {
+    ranges.push_back({region.offset + off, block_size});
   }
   std::shuffle(ranges.begin(), ranges.end(), std::mt19937_64(42));
   return ranges;
@@ -229,14 +208,15 @@ Result<std::shared_ptr<Source>> OpenRowSource(const std::string& path,
 // One row through rangeio: reads `ranges` as completed until kRowSeconds
 // have passed (or every range is read), then cancels the rest.
 Result<IoRow> RunOurs(const std::string& path, const Strategy& s,
-                      uint64_t block_size,
-                      const std::vector<ByteRange>& ranges) {
+                      uint64_t block_size, Region region) {
+  const std::vector<ByteRange> ranges = RandomBlocks(block_size, region);
   IoRow row;
   row.strategy = s.name;
   row.block_size = block_size;
+  row.span_bytes = region.bytes;
   double resident = 0;
   if (!s.direct && s.kind == Kind::kFile) {
-    RANGEIO_ASSIGN_OR_RETURN(resident, DropCache(path));
+    RANGEIO_ASSIGN_OR_RETURN(resident, DropCache(path, kFileBytes));
   }
   RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> source,
                            OpenRowSource(path, s));
@@ -356,7 +336,7 @@ struct PairSummary {
 // Runs the pairs of one block size, adds the median rows (by IOPS) to the
 // table and the per-pair lines under it.
 Result<PairSummary> RunPairs(const std::string& path, uint64_t bs,
-                             const std::vector<ByteRange>& ranges, int pairs,
+                             std::span<const Region> regions, int pairs,
                              Report* rep, nlohmann::json* json) {
   std::vector<Pair> runs(static_cast<size_t>(pairs));
   for (int p = 0; p < pairs; ++p) {
@@ -368,11 +348,14 @@ Result<PairSummary> RunPairs(const std::string& path, uint64_t bs,
     for (int side = 0; side < 2; ++side) {
       if ((side == 0) == pair.ours_first) {
         Progress::Get().Phase(phase + " uring-direct");
-        RANGEIO_ASSIGN_OR_RETURN(pair.ours, RunOurs(path, kPaired, bs, ranges));
+        RANGEIO_ASSIGN_OR_RETURN(
+            pair.ours, RunOurs(path, kPaired, bs, regions[2 * p + side]));
       } else {
         Progress::Get().Phase(phase + " fio");
-        RANGEIO_ASSIGN_OR_RETURN(pair.fio,
-                                 RunFio(path, bs, kConcurrency, kRowSeconds));
+        const Region& r = regions[2 * p + side];
+        RANGEIO_ASSIGN_OR_RETURN(
+            pair.fio,
+            RunFio(path, bs, kConcurrency, kRowSeconds, r.offset, r.bytes));
         Progress::Get().AddReads(pair.fio.reads);
       }
     }
@@ -481,13 +464,13 @@ void FlagCaches(Report* rep, const std::vector<PairSummary>& sums,
     }
     const double laps = static_cast<double>(r.reads) *
                         static_cast<double>(r.block_size) /
-                        static_cast<double>(kFileBytes);
+                        static_cast<double>(r.span_bytes);
     const bool direct = !buffered && r.strategy.rfind("no-disk", 0) != 0;
     if (direct && !virtual_device.empty() && laps > 1) {
       char buf[160];
       std::snprintf(buf, sizeof buf,
-                    " [HOST CACHE?: read the file %.1f times on a virtual "
-                    "disk]",
+                    " [HOST CACHE?: read %s %.1f times on a virtual disk]",
+                    r.span_bytes < kFileBytes ? "its region" : "the file",
                     laps);
       r.note += buf;
     }
@@ -499,6 +482,10 @@ void FlagCaches(Report* rep, const std::vector<PairSummary>& sums,
         "rows that read the file more than once (HOST CACHE?) show the host's "
         "memory, not the disk. The pairs still compare rangeio and fio on the "
         "same state; the absolute figures do not transfer.");
+    rep->lines.push_back(
+        "  NOTE  4 KiB: each run that reads the file reads a region of its "
+        "own, so none reads blocks an earlier run left in the host's cache; "
+        "1 MiB: every run reads the whole file, which the host may cache.");
   }
 }
 
@@ -569,8 +556,9 @@ Result<Report> RunLocal(const BenchOptions& options) {
       {"io_concurrency", kConcurrency},
       {"row_seconds", kRowSeconds},
       {"offsets",
-       "random, block-aligned; buffered rows read each block at most once, "
-       "O_DIRECT rows go round again until the row's time is up"},
+       "random, block-aligned; at 4 KiB each run reads a region of the file "
+       "of its own; buffered rows read each block at most once, O_DIRECT "
+       "rows go round again until the row's time is up"},
       {"delivery", "as-completed"},
       {"buffered_rows", "cold: posix_fadvise(DONTNEED) first"},
       {"pairs", pairs},
@@ -588,29 +576,39 @@ Result<Report> RunLocal(const BenchOptions& options) {
   std::vector<PairSummary> sums;
   nlohmann::json jpairs = nlohmann::json::object();
   for (uint64_t bs : kBlockSizes) {
-    const std::vector<ByteRange> ranges = RandomBlocks(bs);
+    // Regions in run order: the reference rows, then the pairs (or the one
+    // uring-direct row without fio).
+    const size_t runs = std::size(kSingles) + (fio.empty() ? 1 : 2 * pairs);
+    const std::vector<Region> regions =
+        SplitFile(kFileBytes, bs, runs, kMinRegionBlocks);
+    size_t next = 0;
     for (const Strategy& s : kSingles) {
       Progress::Get().Phase("local: " + std::string(s.name) + " " +
                             std::to_string(bs >> 10) + " KiB");
-      RANGEIO_ASSIGN_OR_RETURN(IoRow row, RunOurs(path, s, bs, ranges));
+      RANGEIO_ASSIGN_OR_RETURN(IoRow row,
+                               RunOurs(path, s, bs, regions[next++]));
       rep.io_rows.push_back(std::move(row));
     }
     if (bs == 4096) {
       for (const Strategy& s : kNoDisk) {
         Progress::Get().Phase("local: " + std::string(s.name));
-        RANGEIO_ASSIGN_OR_RETURN(IoRow row, RunOurs(path, s, bs, ranges));
+        RANGEIO_ASSIGN_OR_RETURN(IoRow row,
+                                 RunOurs(path, s, bs, Region{0, kFileBytes}));
         rep.io_rows.push_back(std::move(row));
       }
     }
     if (fio.empty()) {
       Progress::Get().Phase("local: uring-direct " + std::to_string(bs >> 10) +
                             " KiB");
-      RANGEIO_ASSIGN_OR_RETURN(IoRow row, RunOurs(path, kPaired, bs, ranges));
+      RANGEIO_ASSIGN_OR_RETURN(IoRow row,
+                               RunOurs(path, kPaired, bs, regions[next]));
       rep.io_rows.push_back(std::move(row));
       continue;
     }
-    RANGEIO_ASSIGN_OR_RETURN(PairSummary sum,
-                             RunPairs(path, bs, ranges, pairs, &rep, &jpairs));
+    RANGEIO_ASSIGN_OR_RETURN(
+        PairSummary sum,
+        RunPairs(path, bs, std::span<const Region>(regions).subspan(next),
+                 pairs, &rep, &jpairs));
     sums.push_back(sum);
   }
   if (fio.empty()) rep.lines.push_back("  fio missing: not compared");

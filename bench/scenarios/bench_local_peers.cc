@@ -1,11 +1,16 @@
-// bench local's peers and surroundings: fio, run as a child process, and
-// what the disk under the test file is.
+// bench local's peers and surroundings: fio, run as a child process, what
+// the disk under the test file is, and what of the file each run reads.
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "bench_local.h"
 
@@ -32,6 +37,42 @@ std::string Capture(const std::string& cmd) {
 
 }  // namespace
 
+std::vector<Region> SplitFile(uint64_t file_bytes, uint64_t block_size,
+                              size_t runs, uint64_t min_blocks) {
+  const uint64_t blocks = file_bytes / block_size / runs;
+  if (blocks < min_blocks) return std::vector<Region>(runs, {0, file_bytes});
+  std::vector<Region> regions(runs);
+  for (size_t i = 0; i < runs; ++i) {
+    regions[i] = {i * blocks * block_size, blocks * block_size};
+  }
+  return regions;
+}
+
+Result<double> DropCache(const std::string& path, uint64_t file_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, "opening '" + path + "'");
+  (void)::fdatasync(fd);
+  const int err = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  if (err != 0) {
+    ::close(fd);
+    return Status::FromErrno(err, "posix_fadvise(DONTNEED) '" + path + "'");
+  }
+  void* map = ::mmap(nullptr, file_bytes, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) return 0.0;  // unknown; not worth failing for
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> resident(file_bytes / page);
+  double fraction = 0;
+  if (::mincore(map, file_bytes, resident.data()) == 0) {
+    fraction = static_cast<double>(std::count_if(
+                   resident.begin(), resident.end(),
+                   [](unsigned char c) { return (c & 1) != 0; })) /
+               static_cast<double>(resident.size());
+  }
+  ::munmap(map, file_bytes);
+  return fraction;
+}
+
 std::string FioVersion() {
   std::string v = Capture("fio --version 2>/dev/null");
   while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
@@ -39,9 +80,12 @@ std::string FioVersion() {
 }
 
 Result<IoRow> RunFio(const std::string& path, uint64_t block_size,
-                     uint32_t iodepth, int seconds) {
+                     uint32_t iodepth, int seconds, uint64_t offset,
+                     uint64_t bytes) {
   const std::string cmd =
       "fio --name=rangeio-local --filename=" + ShellQuote(path) +
+      " --offset=" + std::to_string(offset) +
+      " --size=" + std::to_string(bytes) +
       " --readonly --ioengine=io_uring --direct=1 --rw=randread"
       " --iodepth=" +
       std::to_string(iodepth) + " --bs=" + std::to_string(block_size) +
@@ -63,6 +107,7 @@ Result<IoRow> RunFio(const std::string& path, uint64_t block_size,
   IoRow row;
   row.strategy = "fio-uring-direct";
   row.block_size = block_size;
+  row.span_bytes = bytes;
   row.reads = rd.value("total_ios", uint64_t{0});
   row.seconds = job.value("job_runtime", 0.0) / 1e3;
   row.p50_us = pct.value("50.000000", 0.0) / 1e3;
