@@ -271,6 +271,40 @@ py::dict StatsDict(const Stats& s) {
   return d;
 }
 
+// HttpStats as a dict (names as in include/rangeio/http.h); None for a
+// source that is not HTTP or S3.
+py::object HttpStatsDict(const Reader& r) {
+  Result<HttpStats> got = GetHttpStats(*r.source());
+  if (!got.ok()) return py::none();
+  const HttpStats& s = *got;
+  py::dict d;
+  d["gets"] = s.gets;
+  d["heads"] = s.heads;
+  d["size_probes"] = s.size_probes;
+  d["reads_ok"] = s.reads_ok;
+  d["reads_failed"] = s.reads_failed;
+  d["bytes"] = s.bytes;
+  d["http2_responses"] = s.http2_responses;
+  d["retries"] = s.retries();
+  d["retries_5xx"] = s.retries_5xx;
+  d["retries_throttled"] = s.retries_throttled;
+  d["retries_connection"] = s.retries_connection;
+  d["retries_timeout"] = s.retries_timeout;
+  d["throttled"] = s.throttled;
+  d["endpoint_limit"] = s.endpoint_limit;
+  d["endpoint_min_limit"] = s.endpoint_min_limit;
+  d["endpoint_throttles"] = s.endpoint_throttles;
+  d["endpoint_throttled_ms"] =
+      static_cast<double>(s.endpoint_throttled_ns) / 1e6;
+  d["time_to_first_byte_p50_ms"] =
+      static_cast<double>(s.time_to_first_byte.Percentile(0.5)) / 1e6;
+  d["time_to_first_byte_p99_ms"] =
+      static_cast<double>(s.time_to_first_byte.Percentile(0.99)) / 1e6;
+  d["latency_p50_ms"] = static_cast<double>(s.latency.Percentile(0.5)) / 1e6;
+  d["latency_p99_ms"] = static_cast<double>(s.latency.Percentile(0.99)) / 1e6;
+  return d;
+}
+
 void BindReader(py::module_& m) {
   py::class_<SliceBuffer>(m, "Buffer", py::buffer_protocol(),
                           "Bytes of one read result, exposed read-only "
@@ -318,6 +352,10 @@ void BindReader(py::module_& m) {
            py::arg("order") = "as-completed")
       .def("read", &ReadOne, py::arg("offset"), py::arg("length"))
       .def("stats", [](const Reader& r) { return StatsDict(r.GetStats()); })
+      .def("http_stats", &HttpStatsDict,
+           "The HTTP/S3 backend's counters (GETs, retries by cause, "
+           "throttled answers, the endpoint's adaptive limit), shared by "
+           "every reader of the source; None for other sources.")
       .def("clone", &Reader::Clone)
       .def_property_readonly("size", &SizeOf)
       .def_property_readonly("name",

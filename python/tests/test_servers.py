@@ -55,3 +55,27 @@ def test_fsspec_over_http_and_s3(nginx, s3_options):
     http = nginx + "/pattern.bin"
     got = fs.cat_ranges([http, url, http], [0, 10, 20], [5, 15, 25])
     assert got == [expected(0, 5), expected(10, 5), expected(20, 5)]
+
+
+def test_http_stats_count_gets_and_throttling(nginx, fault_listener, tmp_path):
+    reader = rangeio.open(nginx + "/pattern.bin", planner="none")
+    list(reader.read_ranges([(0, 10), (5000, 10), (90_000, 10)]))
+    stats = reader.http_stats()
+    assert stats["reads_ok"] == 3 and stats["heads"] == 0
+    assert stats["gets"] >= 3 and stats["retries"] == 0
+    assert stats["throttled"] == 0 and stats["endpoint_limit"] >= 1
+
+    # The first two requests answered 503 SlowDown: the read succeeds on its
+    # third attempt, and both throttled answers are counted.
+    base = fault_listener([{"first": 2, "kind": "slowdown"}])
+    throttled = rangeio.open(base + "/pattern.bin", size_hint=PATTERN_SIZE,
+                             max_attempts=5)
+    assert bytes(throttled.read(100, 10)) == expected(100, 10)
+    stats = throttled.http_stats()
+    assert stats["throttled"] == 2 and stats["retries_throttled"] == 2
+    assert stats["gets"] == 3 and stats["reads_ok"] == 1
+    assert stats["endpoint_throttles"] == 2
+
+    local = tmp_path / "f.bin"
+    local.write_bytes(b"x" * 10)
+    assert rangeio.open(str(local)).http_stats() is None
