@@ -7,7 +7,7 @@
 namespace rangeio::integrations {
 
 std::vector<PlannedRead> PlanListReads(std::vector<ListToRead> lists,
-                                       uint64_t max_read) {
+                                       uint64_t max_read, uint64_t max_gap) {
   std::sort(lists.begin(), lists.end(),
             [](const ListToRead& a, const ListToRead& b) {
               return std::tie(a.range.offset, a.list) <
@@ -18,7 +18,9 @@ std::vector<PlannedRead> PlanListReads(std::vector<ListToRead> lists,
     if (!reads.empty()) {
       PlannedRead& r = reads.back();
       const uint64_t end = std::max(r.range.end(), l.range.end());
-      if (l.range.offset <= r.range.end() && end - r.range.offset <= max_read) {
+      const bool near = l.range.offset <= r.range.end() ||
+                        l.range.offset - r.range.end() <= max_gap;
+      if (near && end - r.range.offset <= max_read) {
         r.range.length = end - r.range.offset;
         r.lists.push_back(l.list);
         r.first_use = std::min(r.first_use, l.first_use);

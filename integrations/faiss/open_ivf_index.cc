@@ -218,7 +218,7 @@ Result<std::unique_ptr<::faiss::Index>> OpenIvfIndex(
       std::unique_ptr<RangeInvertedLists> lists,
       RangeInvertedLists::Make(ivf->code_size, std::move(extents),
                                std::move(data), options.read,
-                               options.max_read_bytes));
+                               options.max_read_bytes, options.max_gap_bytes));
   if (lists->nlist != ivf->nlist) {
     return Status::InvalidArgument(
         "FAISS index '" + name + "': " + std::to_string(lists->nlist) +

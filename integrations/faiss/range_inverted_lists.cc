@@ -33,6 +33,11 @@ constexpr auto kStuckCheck = std::chrono::milliseconds(2);
 // says otherwise: 1 MiB (see the README's measurement): a 1,000-query batch
 // of bench vindex's IVF-Flat (99 MiB) is still ~100 reads, many in flight.
 constexpr uint64_t kDefaultMaxRead = 1 << 20;
+// Largest gap a read spans between two lists it merges, unless
+// IvfOpenOptions::max_gap_bytes says otherwise: 64 KiB (see the README's
+// measurement): a few ms of transfer at worst, against a read's slot for a
+// round trip.
+constexpr uint64_t kDefaultMaxGap = 64 << 10;
 
 // An 8-byte aligned empty list, for lists of size 0.
 alignas(8) const uint8_t kEmpty[8] = {};
@@ -81,6 +86,7 @@ struct RangeInvertedLists::Impl
   Reader reader;
   ListReadFn read;
   uint64_t max_read = 0;  // PlanListReads's cap
+  uint64_t max_gap = 0;   // and the gap it reads through
 
   std::mutex mu;
   std::condition_variable cv;
@@ -314,7 +320,7 @@ struct RangeInvertedLists::Impl
 
 Result<std::unique_ptr<RangeInvertedLists>> RangeInvertedLists::Make(
     size_t code_size, std::vector<Extent> lists, Reader reader, ListReadFn read,
-    uint64_t max_read_bytes) {
+    uint64_t max_read_bytes, std::optional<uint64_t> max_gap_bytes) {
   const std::string& name = reader.source()->name();
   if (code_size == 0) {
     return Status::InvalidArgument(
@@ -349,6 +355,7 @@ Result<std::unique_ptr<RangeInvertedLists>> RangeInvertedLists::Make(
   impl->max_read =
       std::min(max_read_bytes == 0 ? kDefaultMaxRead : max_read_bytes,
                budget / (threads + 1));
+  impl->max_gap = max_gap_bytes.value_or(kDefaultMaxGap);
   const size_t nlist = impl->lists.size();
   return std::unique_ptr<RangeInvertedLists>(
       new RangeInvertedLists(nlist, code_size, std::move(impl)));
@@ -453,7 +460,7 @@ void RangeInvertedLists::prefetch_lists(const idx_t* list_nos, int n) const {
   ++impl_->stats.prefetch_calls;
   impl_->stats.lists_prefetched += to_read.size();
   std::vector<PlannedRead> plan =
-      PlanListReads(std::move(to_read), impl_->max_read);
+      PlanListReads(std::move(to_read), impl_->max_read, impl_->max_gap);
   impl_->stats.prefetch_reads += plan.size();
   impl_->StartPumpLocked(std::move(plan), pump, Priority::kNormal);
 }

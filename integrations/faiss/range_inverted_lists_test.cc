@@ -273,7 +273,8 @@ TEST(RangeInvertedListsTest, ReadErrorNamesListAndRange) {
   std::vector<RangeInvertedLists::Extent> extents;
   for (uint64_t i = 0; i < 4; ++i)
     extents.push_back({i * 1000, i * 1000 + 80, 10});
-  auto lists = RangeInvertedLists::Make(8, extents, *reader);
+  // No gap read through: list 3's read is the one that starts at 3000.
+  auto lists = RangeInvertedLists::Make(8, extents, *reader, nullptr, 0, 0);
   ASSERT_TRUE(lists.ok()) << lists.status().ToString();
   const faiss::Index::idx_t probe[] = {3, 1, -1, 3};
   (*lists)->prefetch_lists(probe, 4);
@@ -301,13 +302,13 @@ TEST(RangeInvertedListsTest, ReadErrorNamesListAndRange) {
 // the reads ordered by their lists' first scan.
 TEST(PlanListReadsTest, MergesByOffsetAndOrdersByFirstUse) {
   const std::vector<ListToRead> lists = {
-      {7, {200, 100}, 5},   {1, {400, 100}, 1}, {5, {0, 100}, 3},
-      {9, {500, 1000}, 2},  {2, {100, 100}, 0}, {4, {1497, 103}, 6},
-      {3, {2000, 100}, 7},  {6, {2096, 54}, 4}, {8, {3000, 100}, 8},
-      {10, {3100, 250}, 9},
+      {7, {200, 100}, 5},   {1, {400, 100}, 1},   {5, {0, 100}, 3},
+      {9, {500, 1000}, 2},  {2, {100, 100}, 0},   {4, {1497, 103}, 6},
+      {3, {2000, 100}, 7},  {6, {2096, 54}, 4},   {8, {3000, 100}, 8},
+      {10, {3100, 250}, 9}, {11, {4000, 10}, 10},
   };
-  const std::vector<PlannedRead> plan = PlanListReads(lists, 300);
-  ASSERT_EQ(plan.size(), 7u);
+  const std::vector<PlannedRead> plan = PlanListReads(lists, 300, 0);
+  ASSERT_EQ(plan.size(), 8u);
   auto expect = [&](size_t k, ByteRange range, std::vector<size_t> ids,
                     uint32_t first_use) {
     SCOPED_TRACE("read " + std::to_string(k));
@@ -322,14 +323,27 @@ TEST(PlanListReadsTest, MergesByOffsetAndOrdersByFirstUse) {
   expect(4, {1497, 103}, {4}, 6);     // would exceed the cap with 9
   expect(5, {3000, 100}, {8}, 8);     // 8 + 10 would be 350 bytes
   expect(6, {3100, 250}, {10}, 9);
+  expect(7, {4000, 10}, {11}, 10);
   // A cap of one byte: every list a read of its own, in scan order.
-  const std::vector<PlannedRead> apart = PlanListReads(lists, 1);
+  const std::vector<PlannedRead> apart = PlanListReads(lists, 1, 0);
   ASSERT_EQ(apart.size(), lists.size());
   for (size_t k = 0; k < apart.size(); ++k) {
     EXPECT_EQ(apart[k].first_use, k);
     EXPECT_EQ(apart[k].lists.size(), 1u);
   }
-  EXPECT_TRUE(PlanListReads({}, 300).empty());
+  // A gap of up to 100 bytes is read through: 1 joins 5, 2 and 7 (reads
+  // [300, 400) that nobody needs), 3 and 6 stay apart from 4 (400 bytes).
+  const std::vector<PlannedRead> spanned = PlanListReads(lists, 500, 100);
+  ASSERT_EQ(spanned.size(), 6u);
+  EXPECT_EQ(spanned[0].range, (ByteRange{0, 500}));
+  EXPECT_EQ(spanned[0].lists, (std::vector<size_t>{5, 2, 7, 1}));
+  EXPECT_EQ(spanned[1].range, (ByteRange{500, 1000}));
+  EXPECT_EQ(spanned[2].range, (ByteRange{2000, 150}));
+  EXPECT_EQ(spanned[3].range, (ByteRange{1497, 103}));
+  EXPECT_EQ(spanned[4].range, (ByteRange{3000, 350}));
+  EXPECT_EQ(spanned[4].lists, (std::vector<size_t>{8, 10}));
+  EXPECT_EQ(spanned[5].range, (ByteRange{4000, 10}));
+  EXPECT_TRUE(PlanListReads({}, 300, 0).empty());
 }
 
 // Two search threads whose prefetches overlap read each list once: the
@@ -346,7 +360,8 @@ TEST(RangeInvertedListsTest, ThreadsSharePrefetchedLists) {
     std::vector<RangeInvertedLists::Extent> extents;
     for (uint64_t i = 0; i < 6; ++i)
       extents.push_back({i * stride, i * stride + 80, 10});
-    auto made = RangeInvertedLists::Make(8, extents, *reader);
+    // No gap read through: lists apart stay apart.
+    auto made = RangeInvertedLists::Make(8, extents, *reader, nullptr, 0, 0);
     ASSERT_TRUE(made.ok()) << made.status().ToString();
     const RangeInvertedLists& lists = **made;
     std::promise<void> a_prefetched;

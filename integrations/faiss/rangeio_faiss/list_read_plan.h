@@ -1,14 +1,14 @@
 // rangeio_faiss/list_read_plan.h — how the posting lists one prefetch reads
 // become byte-range reads (a pure function, tested without I/O).
 //
-// The lists are sorted by file offset and lists that touch (or overlap: a
-// list's range starts up to 7 bytes early to align its ids) share one read
-// of at most `max_read` bytes; the reads are then ordered by the earliest
-// scan position of any list they hold, so the first queries' lists still
-// come first. Lists separated by a gap are never merged: a normally saved
-// index has none, and an OnDiskInvertedLists file's gaps are unused
-// capacity, up to the size of the list itself, which would spend the
-// response budget on bytes nobody scans.
+// The lists are sorted by file offset and lists that touch, overlap (a
+// list's range starts up to 7 bytes early to align its ids) or lie at most
+// `max_gap` bytes apart share one read of at most `max_read` bytes; the
+// reads are then ordered by the earliest scan position of any list they
+// hold, so the first queries' lists still come first. A gap is lists the
+// prefetch does not need (or an OnDiskInvertedLists file's unused
+// capacity): reading it costs its bytes (and budget), while not reading it
+// costs one more read, a request and a slot in the window for a round trip.
 #pragma once
 
 #include <cstddef>
@@ -34,6 +34,6 @@ struct PlannedRead {
 // The reads, in the order to issue them. A list larger than `max_read` is
 // one read of its own.
 std::vector<PlannedRead> PlanListReads(std::vector<ListToRead> lists,
-                                       uint64_t max_read);
+                                       uint64_t max_read, uint64_t max_gap);
 
 }  // namespace rangeio::integrations

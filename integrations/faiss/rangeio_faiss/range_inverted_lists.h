@@ -13,8 +13,9 @@
 // How a search reads: IndexIVF::search calls prefetch_lists on each of its
 // threads with that thread's probed lists; RangeInvertedLists keeps ONE
 // table of lists for all threads, so a list another thread holds or is
-// reading is not read again; the rest are sorted by file offset, touching
-// lists merged into reads of up to max_read_bytes (PlanListReads), and the
+// reading is not read again; the rest are sorted by file offset, lists
+// that touch or lie up to max_gap_bytes apart merged into reads of up to
+// max_read_bytes (PlanListReads), and the
 // reads issued as ONE request, ordered by their lists' first scan, that a
 // pump thread drains while the search scans. get_codes waits for its list and
 // returns a pointer into the read's buffer (no copy; ids 8-byte aligned);
@@ -42,6 +43,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -69,6 +71,9 @@ struct IvfOpenOptions {
   // Largest read that merges touching lists (0: 1 MiB; at most the response
   // budget / (search threads + 1)). 1 reads each list on its own.
   uint64_t max_read_bytes = 0;
+  // Largest gap (lists not needed) a merged read spans (unset: 64 KiB; 0:
+  // only lists that touch).
+  std::optional<uint64_t> max_gap_bytes;
 };
 
 // Figures of one RangeInvertedLists since it was opened.
@@ -97,7 +102,8 @@ class RangeInvertedLists final : public ::faiss::ReadOnlyInvertedLists {
   // error names the list, its bytes and the source.
   static Result<std::unique_ptr<RangeInvertedLists>> Make(
       size_t code_size, std::vector<Extent> lists, Reader reader,
-      ListReadFn read = nullptr, uint64_t max_read_bytes = 0);
+      ListReadFn read = nullptr, uint64_t max_read_bytes = 0,
+      std::optional<uint64_t> max_gap_bytes = std::nullopt);
   ~RangeInvertedLists() override;
 
   size_t list_size(size_t list_no) const override;
