@@ -120,7 +120,7 @@ TEST_P(LayoutTest, NormalLayoutGivesLabelsOfMemoryIndex) {
   const ListStats s = lists->GetListStats();
   EXPECT_GT(s.prefetch_calls, 0u);
   EXPECT_GT(s.lists_prefetched, 0u);
-  // Every list a batch scans was prefetched on the thread that scans it.
+  // Every list a batch scans was prefetched (by its thread or another).
   EXPECT_EQ(s.lists_on_demand, 0u);
   std::filesystem::remove(path);
 }
@@ -164,7 +164,7 @@ TEST_P(LayoutTest, HttpUrlGivesLabelsOfMemoryIndex) {
   std::filesystem::remove(path);
 }
 
-// One query per call from several threads: each thread's lists are its own.
+// One query per call from several threads, which share the lists they hold.
 TEST_P(LayoutTest, OneQueryCallsFromThreadsGiveLabelsOfMemoryIndex) {
   ScratchDir dir;
   const std::string path = dir.path() + "/ivf.index";

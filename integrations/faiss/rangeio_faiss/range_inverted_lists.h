@@ -11,18 +11,17 @@
 // .ivfdata file named in the index).
 //
 // How a search reads: IndexIVF::search calls prefetch_lists on each of its
-// threads with that thread's probed lists; RangeInvertedLists keeps ONE
+// threads with that thread's probed lists. RangeInvertedLists keeps ONE
 // table of lists for all threads, so a list another thread holds or is
-// reading is not read again; the rest are sorted by file offset, lists
-// that touch or lie up to max_gap_bytes apart merged into reads of up to
-// max_read_bytes (PlanListReads), and the
-// reads issued as ONE request, ordered by their lists' first scan, that a
-// pump thread drains while the search scans. get_codes waits for its list and
-// returns a pointer into the read's buffer (no copy; ids 8-byte aligned);
-// release unpins. A list not prefetched (one-query calls on another thread, an
-// evicted list) is read at once with Priority::kHigh, ahead of queued
-// prefetches. A read error throws faiss::FaissException naming the list and its
-// byte range.
+// reading is not read again. The rest are sorted by file offset, lists that
+// touch or lie up to max_gap_bytes apart are merged into reads of up to
+// max_read_bytes (PlanListReads), and the reads go out as ONE request,
+// ordered by their lists' first scan, that a pump thread drains while the
+// search scans. get_codes waits for its list and returns a pointer into the
+// read's buffer (no copy; ids 8-byte aligned); release unpins. A list no
+// thread prefetched (an evicted list, a get_codes without a prefetch) is
+// read at once with Priority::kHigh, ahead of queued prefetches. A read
+// error throws faiss::FaissException naming the list and its byte range.
 //
 // Memory: every list held (read ahead and not yet scanned, or pinned by a
 // scan) holds the limiter's response budget (Options::response_budget_bytes
@@ -68,8 +67,8 @@ struct IvfOpenOptions {
   // in the index, taken beside the index URL (as IO_FLAG_ONDISK_SAME_DIR).
   std::string data_url;
   ListReadFn read;  // empty: Reader::ReadRanges
-  // Largest read that merges touching lists (0: 1 MiB; at most the response
-  // budget / (search threads + 1)). 1 reads each list on its own.
+  // Largest read that merges lists (0: 1 MiB; at most the response budget /
+  // (search threads + 1)). 1 reads each list on its own.
   uint64_t max_read_bytes = 0;
   // Largest gap (lists not needed) a merged read spans (unset: 64 KiB; 0:
   // only lists that touch).
