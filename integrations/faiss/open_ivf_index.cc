@@ -148,9 +148,9 @@ std::string Beside(std::string_view url, const std::string& file) {
 }
 
 // The reader options for the lists: the caller's, with no planner unless
-// the caller chose one. RangeInvertedLists merges touching lists itself and
-// issues its reads in scan order, which a planner would sort by offset:
-// the budget would then fill with lists the scan needs last.
+// the caller chose one. RangeInvertedLists plans its reads itself (merged
+// by offset, issued in scan order), which a planner would re-sort by
+// offset: the budget would then fill with lists the scan needs last.
 Options ListOptions(const IvfOpenOptions& o) {
   Options r = o.reader;
   if (!r.planner) r.planner = PlannerOptions::None();
@@ -217,7 +217,8 @@ Result<std::unique_ptr<::faiss::Index>> OpenIvfIndex(
   RANGEIO_ASSIGN_OR_RETURN(
       std::unique_ptr<RangeInvertedLists> lists,
       RangeInvertedLists::Make(ivf->code_size, std::move(extents),
-                               std::move(data), options.read));
+                               std::move(data), options.read,
+                               options.max_read_bytes, options.max_gap_bytes));
   if (lists->nlist != ivf->nlist) {
     return Status::InvalidArgument(
         "FAISS index '" + name + "': " + std::to_string(lists->nlist) +

@@ -1,11 +1,13 @@
 // RangeInvertedLists: posting lists as range reads (rangeio_faiss/
-// range_inverted_lists.h). One mutex guards every thread's session; pump
-// threads drain the prefetch streams into it.
+// range_inverted_lists.h). One mutex guards one table of lists shared by
+// every search thread; pump threads drain the prefetch streams into it.
 #include "rangeio_faiss/range_inverted_lists.h"
 
 #include <faiss/impl/FaissAssert.h>
 #include <faiss/impl/FaissException.h>
+#include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -14,6 +16,8 @@
 #include <thread>
 #include <unordered_map>
 #include <utility>
+
+#include "rangeio_faiss/list_read_plan.h"
 
 namespace rangeio::integrations {
 
@@ -24,35 +28,55 @@ namespace {
 // round trip, so a stuck budget costs little, and rare enough not to load
 // the limiter's lock.
 constexpr auto kStuckCheck = std::chrono::milliseconds(2);
-// Largest read of touching lists: 1 MiB, about ten lists of bench vindex's
-// IVF-Flat, so that a batch still spreads over many reads in flight.
-constexpr uint64_t kMaxMerged = 1 << 20;
+
+// Largest read of touching lists, unless IvfOpenOptions::max_read_bytes
+// says otherwise: 1 MiB (see the README's measurement): a 1,000-query batch
+// of bench vindex's IVF-Flat (99 MiB) is still ~100 reads, many in flight.
+constexpr uint64_t kDefaultMaxRead = 1 << 20;
+// Largest gap a read spans between two lists it merges, unless
+// IvfOpenOptions::max_gap_bytes says otherwise: 64 KiB (see the README's
+// measurement): a few ms of transfer at worst, against a read's slot for a
+// round trip.
+constexpr uint64_t kDefaultMaxGap = 64 << 10;
 
 // An 8-byte aligned empty list, for lists of size 0.
 alignas(8) const uint8_t kEmpty[8] = {};
 
 }  // namespace
 
-// One list held by one thread's session.
+// The scans one thread's last prefetch announced for a list.
+struct ThreadUses {
+  std::thread::id thread;
+  std::vector<uint32_t> at;  // scan positions of its get_codes calls
+  size_t used = 0;           // of `at`, released already
+  bool InUse() const { return used < at.size(); }
+};
+
+// One list held (read ahead, being read, pinned) for every thread.
 struct Entry {
   enum class State { kPending, kReady, kFailed, kEvicted };
   State state = State::kEvicted;
   Slice bytes;  // the list's range: codes at codes_at, ids 8-aligned
   Status error;
-  uint64_t pump = 0;  // the read that will deliver it
-  uint32_t pins = 0;  // get_codes/get_ids not yet released
-  // Scan positions of the get_codes calls the last prefetch announced,
-  // from `used` on still to come: eviction drops the list needed last.
-  std::vector<uint32_t> uses;
-  size_t used = 0;
-  bool InUse() const { return used < uses.size(); }
-  uint32_t NextUse() const { return InUse() ? uses[used] : UINT32_MAX; }
-};
+  uint64_t pump = 0;     // the read that will deliver it
+  uint32_t pins = 0;     // get_codes/get_ids not yet released
+  uint32_t waiters = 0;  // threads in AcquireLocked for it
+  std::vector<ThreadUses> uses;
 
-// The lists one search thread prefetched (FAISS scans a thread's slice on
-// the thread that prefetched it).
-struct Session {
-  std::unordered_map<size_t, Entry> lists;
+  bool InUse() const {
+    return std::any_of(uses.begin(), uses.end(),
+                       [](const ThreadUses& u) { return u.InUse(); });
+  }
+  // The next announced scan of any thread: eviction drops the list needed
+  // last (threads scan their slices at about the same pace).
+  uint32_t NextUse() const {
+    uint32_t next = UINT32_MAX;
+    for (const ThreadUses& u : uses) {
+      if (u.InUse()) next = std::min(next, u.at[u.used]);
+    }
+    return next;
+  }
+  bool Droppable() const { return pins == 0 && waiters == 0 && !InUse(); }
 };
 
 struct RangeInvertedLists::Impl
@@ -61,10 +85,14 @@ struct RangeInvertedLists::Impl
   std::vector<Extent> lists;
   Reader reader;
   ListReadFn read;
+  uint64_t max_read = 0;  // PlanListReads's cap
+  uint64_t max_gap = 0;   // and the gap it reads through
 
   std::mutex mu;
   std::condition_variable cv;
-  std::unordered_map<std::thread::id, std::shared_ptr<Session>> sessions;
+  std::unordered_map<size_t, Entry> table;  // node-based: stable references
+  // The lists each thread's last prefetch announced.
+  std::unordered_map<std::thread::id, std::vector<size_t>> announced;
   uint64_t next_pump = 1;
   int active_pumps = 0;
   bool closing = false;
@@ -89,54 +117,54 @@ struct RangeInvertedLists::Impl
            RangeOf(i).ToString() + " of '" + reader.source()->name() + "')";
   }
 
-  std::shared_ptr<Session> SessionLocked() {
-    std::shared_ptr<Session>& s = sessions[std::this_thread::get_id()];
-    if (!s) s = std::make_shared<Session>();
-    return s;
+  // Drops this thread's announced scans (its previous prefetch, scanned
+  // already: FAISS prefetches right before it scans) and the lists nobody
+  // needs any more.
+  void ForgetUsesLocked(std::thread::id self) {
+    auto a = announced.find(self);
+    if (a == announced.end()) return;
+    for (size_t i : a->second) {
+      auto it = table.find(i);
+      if (it == table.end()) continue;
+      std::vector<ThreadUses>& u = it->second.uses;
+      u.erase(
+          std::remove_if(u.begin(), u.end(),
+                         [&](const ThreadUses& t) { return t.thread == self; }),
+          u.end());
+      if (it->second.Droppable()) table.erase(it);
+    }
+    announced.erase(a);
   }
 
-  // Reads `ids` (entries already kPending with pump `pump`) as one request
-  // and starts a thread that files each list as it arrives. Called with mu
-  // held: rangeio never calls back into this object from ReadRanges.
-  void StartPumpLocked(const std::shared_ptr<Session>& session,
-                       std::vector<size_t> ids, uint64_t pump,
+  // Reads `plan` (its lists already kPending with pump `pump`) as one
+  // request and starts a thread that files each list as it arrives. Called
+  // with mu held: rangeio never calls back into this object from
+  // ReadRanges.
+  void StartPumpLocked(std::vector<PlannedRead> plan, uint64_t pump,
                        Priority priority) {
-    if (ids.empty()) return;
-    // Lists next to each other in scan order that touch in the file share
-    // one read (up to kMaxMerged); the reads go out in scan order, so the
-    // read-ahead the budget holds is what the scan needs next.
+    if (plan.empty()) return;
     std::vector<ByteRange> ranges;
-    std::vector<size_t> first;  // read r serves ids[first[r]..first[r+1])
-    for (size_t k = 0; k < ids.size(); ++k) {
-      const ByteRange r = RangeOf(ids[k]);
-      if (!ranges.empty() && ranges.back().end() == r.offset &&
-          ranges.back().length + r.length <= kMaxMerged) {
-        ranges.back().length += r.length;
-      } else {
-        ranges.push_back(r);
-        first.push_back(k);
-      }
-    }
-    first.push_back(ids.size());
+    ranges.reserve(plan.size());
+    for (const PlannedRead& r : plan) ranges.push_back(r.range);
     Result<RangeStream> stream =
         read ? read(reader, ranges, Delivery::kAsCompleted, priority)
              : reader.ReadRanges(ranges, Delivery::kAsCompleted, priority);
     if (!stream.ok()) {
-      FailLocked(*session, ids, pump, stream.status());
+      for (const PlannedRead& r : plan)
+        FailLocked(r.lists, pump, stream.status());
       return;
     }
     ++active_pumps;
-    std::thread([self = shared_from_this(), session, ids = std::move(ids),
-                 first = std::move(first), pump,
+    std::thread([self = shared_from_this(), plan = std::move(plan), pump,
                  s = std::move(*stream)]() mutable {
-      self->Drain(*session, ids, first, pump, std::move(s));
+      self->Drain(plan, pump, std::move(s));
     }).detach();
   }
 
-  void Drain(Session& session, const std::vector<size_t>& ids,
-             const std::vector<size_t>& first, uint64_t pump,
+  void Drain(const std::vector<PlannedRead>& plan, uint64_t pump,
              RangeStream owned) {
     std::optional<RangeStream> stream(std::move(owned));
+    const bool lone = plan.size() == 1 && plan[0].lists.size() == 1;
     for (;;) {
       Result<std::optional<RangeResult>> next = stream->Next();
       Slice dropped;  // released after the lock
@@ -145,24 +173,25 @@ struct RangeInvertedLists::Impl
         // The error ends the whole stream: a lone list failed; the lists
         // of a prefetch are read again one by one when scanned, so that
         // the error is thrown for the list that failed and only for it.
-        if (ids.size() == 1) {
-          FailLocked(session, ids, pump, next.status());
-        } else {
-          ForgetLocked(session, ids, pump);
+        for (const PlannedRead& r : plan) {
+          if (lone) {
+            FailLocked(r.lists, pump, next.status());
+          } else {
+            ForgetLocked(r.lists, pump);
+          }
         }
         break;
       }
       if (!*next) break;
-      const size_t r = (*next)->index;
-      const uint64_t base = RangeOf(ids[first[r]]).offset;
-      for (size_t k = first[r]; k < first[r + 1]; ++k) {
-        auto it = session.lists.find(ids[k]);
-        if (it != session.lists.end() &&
-            it->second.state == Entry::State::kPending) {
-          const ByteRange lr = RangeOf(ids[k]);
-          it->second.bytes = (*next)->bytes.Sub(lr.offset - base, lr.length);
+      const PlannedRead& r = plan[(*next)->index];
+      for (size_t i : r.lists) {
+        auto it = table.find(i);
+        if (it != table.end() && it->second.state == Entry::State::kPending) {
+          const ByteRange lr = RangeOf(i);
+          it->second.bytes =
+              (*next)->bytes.Sub(lr.offset - r.range.offset, lr.length);
           it->second.state = Entry::State::kReady;
-        }  // else evicted or dropped meanwhile
+        }  // else dropped meanwhile
       }
       dropped = std::move((*next)->bytes);
       if (closing) break;
@@ -175,11 +204,10 @@ struct RangeInvertedLists::Impl
     cv.notify_all();
   }
 
-  void ForgetLocked(Session& session, const std::vector<size_t>& ids,
-                    uint64_t pump) {
+  void ForgetLocked(const std::vector<size_t>& ids, uint64_t pump) {
     for (size_t i : ids) {
-      auto it = session.lists.find(i);
-      if (it != session.lists.end() && it->second.pump == pump &&
+      auto it = table.find(i);
+      if (it != table.end() && it->second.pump == pump &&
           it->second.state == Entry::State::kPending) {
         it->second.state = Entry::State::kEvicted;
       }
@@ -187,11 +215,11 @@ struct RangeInvertedLists::Impl
     cv.notify_all();
   }
 
-  void FailLocked(Session& session, const std::vector<size_t>& ids,
-                  uint64_t pump, const Status& cause) {
+  void FailLocked(const std::vector<size_t>& ids, uint64_t pump,
+                  const Status& cause) {
     for (size_t i : ids) {
-      auto it = session.lists.find(i);
-      if (it == session.lists.end() || it->second.pump != pump ||
+      auto it = table.find(i);
+      if (it == table.end() || it->second.pump != pump ||
           it->second.state != Entry::State::kPending) {
         continue;
       }
@@ -204,13 +232,14 @@ struct RangeInvertedLists::Impl
   // True when the limiter can admit nothing until a response is released.
   bool Stuck() const { return reader.limiter()->Stalled(); }
 
-  // Drops the list this thread read ahead and needs last (not pinned, not
-  // `keep`), so that the budget admits more. Only its own: another thread
-  // holding the budget is either scanning (it releases soon) or waiting
-  // (it evicts its own).
-  bool EvictOneLocked(Session& own, size_t keep) {
+  // Drops the list read ahead that is needed last (not pinned, not `keep`),
+  // so that the budget admits more. Any thread's: a list shared by several
+  // threads is theirs alike, and whichever thread next needs it reads it
+  // again with priority. Pinned lists are released by scans, which do not
+  // wait for the budget.
+  bool EvictOneLocked(size_t keep) {
     Entry* victim = nullptr;
-    for (auto& [id, e] : own.lists) {
+    for (auto& [id, e] : table) {
       if (id == keep || e.state != Entry::State::kReady || e.pins != 0 ||
           e.bytes.empty()) {
         continue;
@@ -224,31 +253,34 @@ struct RangeInvertedLists::Impl
     return true;
   }
 
-  // Waits until list i of this thread's session is ready, reading it at
-  // once with priority if it is not coming; pins it. Throws on a failure.
+  // Waits until list i is ready, reading it at once with priority if it
+  // is not coming; pins it. Throws on a failure.
   Entry& AcquireLocked(std::unique_lock<std::mutex>& lk, size_t i) {
-    std::shared_ptr<Session> session = SessionLocked();
-    Entry& e = session->lists[i];
+    Entry& e = table[i];
+    ++e.waiters;
     for (;;) {
       switch (e.state) {
         case Entry::State::kReady:
           AlignLocked(e, i);
           ++e.pins;
+          --e.waiters;
           return e;
         case Entry::State::kFailed: {
           const std::string msg = e.error.ToString();
           e.state = Entry::State::kEvicted;  // a later call reads again
+          --e.waiters;
           throw ::faiss::FaissException(msg);
         }
         case Entry::State::kEvicted: {
           e.state = Entry::State::kPending;
           e.pump = next_pump++;
           ++stats.lists_on_demand;
-          StartPumpLocked(session, {i}, e.pump, Priority::kHigh);
+          StartPumpLocked({PlannedRead{RangeOf(i), {i}, 0}}, e.pump,
+                          Priority::kHigh);
           break;
         }
         case Entry::State::kPending:
-          if (Stuck() && EvictOneLocked(*session, i)) break;
+          if (Stuck() && EvictOneLocked(i)) break;
           cv.wait_for(lk, kStuckCheck,
                       [&] { return e.state != Entry::State::kPending; });
           break;
@@ -270,27 +302,25 @@ struct RangeInvertedLists::Impl
     ++stats.aligned_copies;
   }
 
-  // Unpins list i (on this thread's session, else wherever it is pinned).
+  // Unpins list i; a codes release counts as one of this thread's scans.
   void ReleaseLocked(size_t i, bool use) {
-    auto release = [&](Session& s) {
-      auto it = s.lists.find(i);
-      if (it == s.lists.end() || it->second.pins == 0) return false;
-      Entry& e = it->second;
-      --e.pins;
-      if (use && e.InUse()) ++e.used;
-      if (e.pins == 0 && !e.InUse()) s.lists.erase(it);
-      return true;
-    };
-    if (release(*SessionLocked())) return;
-    for (auto& [tid, s] : sessions) {
-      if (release(*s)) return;
+    auto it = table.find(i);
+    if (it == table.end() || it->second.pins == 0) return;
+    Entry& e = it->second;
+    --e.pins;
+    if (use) {
+      const std::thread::id self = std::this_thread::get_id();
+      for (ThreadUses& u : e.uses) {
+        if (u.thread == self && u.InUse()) ++u.used;
+      }
     }
+    if (e.Droppable()) table.erase(it);
   }
 };
 
 Result<std::unique_ptr<RangeInvertedLists>> RangeInvertedLists::Make(
-    size_t code_size, std::vector<Extent> lists, Reader reader,
-    ListReadFn read) {
+    size_t code_size, std::vector<Extent> lists, Reader reader, ListReadFn read,
+    uint64_t max_read_bytes, std::optional<uint64_t> max_gap_bytes) {
   const std::string& name = reader.source()->name();
   if (code_size == 0) {
     return Status::InvalidArgument(
@@ -318,6 +348,14 @@ Result<std::unique_ptr<RangeInvertedLists>> RangeInvertedLists::Make(
   impl->code_size = code_size;
   impl->lists = std::move(lists);
   impl->read = std::move(read);
+  // A pinned list holds its whole read, so each search thread may hold one
+  // read: the cap leaves room for one read per thread plus one more.
+  const uint64_t threads = std::max(omp_get_max_threads(), 1);
+  const uint64_t budget = impl->reader.limiter()->response_budget_bytes();
+  impl->max_read =
+      std::min(max_read_bytes == 0 ? kDefaultMaxRead : max_read_bytes,
+               budget / (threads + 1));
+  impl->max_gap = max_gap_bytes.value_or(kDefaultMaxGap);
   const size_t nlist = impl->lists.size();
   return std::unique_ptr<RangeInvertedLists>(
       new RangeInvertedLists(nlist, code_size, std::move(impl)));
@@ -330,11 +368,12 @@ RangeInvertedLists::RangeInvertedLists(size_t n, size_t code_bytes,
 // Drops every held list (their budget lets blocked pumps finish), stops the
 // pumps at their next result and waits for them.
 RangeInvertedLists::~RangeInvertedLists() {
-  std::unordered_map<std::thread::id, std::shared_ptr<Session>> sessions;
+  std::unordered_map<size_t, Entry> table;
   std::unique_lock lk(impl_->mu);
   impl_->closing = true;
-  sessions.swap(impl_->sessions);
-  for (auto& [tid, s] : sessions) s->lists.clear();
+  table.swap(impl_->table);
+  impl_->announced.clear();
+  for (auto& [i, e] : table) e.bytes.Reset();
   impl_->cv.wait(lk, [&] { return impl_->active_pumps == 0; });
 }
 
@@ -383,13 +422,16 @@ const uint8_t* RangeInvertedLists::get_single_code(size_t list_no,
   return get_codes(list_no) + offset * code_size;
 }
 
-// Deduplicates the lists in scan order (first use first) and reads those
-// not held yet as one request. Never throws (FAISS calls it inside an
-// OpenMP region): a failure is filed on the lists and thrown by get_codes.
+// Deduplicates the lists (first use first), announces this thread's scans
+// of them, and reads those no thread holds or is reading as one request,
+// planned by offset (PlanListReads). Never throws (FAISS calls it inside
+// an OpenMP region): a failure is filed on the lists and thrown by
+// get_codes.
 void RangeInvertedLists::prefetch_lists(const idx_t* list_nos, int n) const {
   std::lock_guard lk(impl_->mu);
   if (impl_->closing) return;
-  std::shared_ptr<Session> session = impl_->SessionLocked();
+  const std::thread::id self = std::this_thread::get_id();
+  impl_->ForgetUsesLocked(self);
   std::unordered_map<size_t, std::vector<uint32_t>> uses;
   std::vector<size_t> order;
   for (int k = 0; k < n; ++k) {
@@ -400,31 +442,27 @@ void RangeInvertedLists::prefetch_lists(const idx_t* list_nos, int n) const {
     if (u.empty()) order.push_back(static_cast<size_t>(l));
     u.push_back(static_cast<uint32_t>(k));
   }
-  // Lists of an earlier prefetch that this one does not name and no scan
-  // holds: stale (FAISS prefetches right before it scans).
-  for (auto it = session->lists.begin(); it != session->lists.end();) {
-    if (it->second.pins == 0 && uses.count(it->first) == 0) {
-      it = session->lists.erase(it);
-    } else {
-      ++it;
-    }
-  }
   const uint64_t pump = impl_->next_pump++;
-  std::vector<size_t> to_read;
+  std::vector<ListToRead> to_read;
   for (size_t l : order) {
-    Entry& e = session->lists[l];
-    e.uses = std::move(uses[l]);
-    e.used = 0;
+    Entry& e = impl_->table[l];
+    const uint32_t first_use = uses[l].front();
+    e.uses.push_back({self, std::move(uses[l]), 0});
     if (e.state == Entry::State::kReady || e.state == Entry::State::kPending) {
+      ++impl_->stats.lists_already_held;
       continue;
     }
     e.state = Entry::State::kPending;
     e.pump = pump;
-    to_read.push_back(l);
+    to_read.push_back({l, impl_->RangeOf(l), first_use});
   }
+  impl_->announced[self] = std::move(order);
   ++impl_->stats.prefetch_calls;
   impl_->stats.lists_prefetched += to_read.size();
-  impl_->StartPumpLocked(session, std::move(to_read), pump, Priority::kNormal);
+  std::vector<PlannedRead> plan =
+      PlanListReads(std::move(to_read), impl_->max_read, impl_->max_gap);
+  impl_->stats.prefetch_reads += plan.size();
+  impl_->StartPumpLocked(std::move(plan), pump, Priority::kNormal);
 }
 
 ListStats RangeInvertedLists::GetListStats() const {

@@ -18,9 +18,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <random>
 #include <thread>
 
+#include "rangeio_faiss/list_read_plan.h"
 #include "support/gated_source.h"
 #include "support/http_servers.h"
 #include "support/test_util.h"
@@ -118,7 +120,7 @@ TEST_P(LayoutTest, NormalLayoutGivesLabelsOfMemoryIndex) {
   const ListStats s = lists->GetListStats();
   EXPECT_GT(s.prefetch_calls, 0u);
   EXPECT_GT(s.lists_prefetched, 0u);
-  // Every list a batch scans was prefetched on the thread that scans it.
+  // Every list a batch scans was prefetched (by its thread or another).
   EXPECT_EQ(s.lists_on_demand, 0u);
   std::filesystem::remove(path);
 }
@@ -162,7 +164,7 @@ TEST_P(LayoutTest, HttpUrlGivesLabelsOfMemoryIndex) {
   std::filesystem::remove(path);
 }
 
-// One query per call from several threads: each thread's lists are its own.
+// One query per call from several threads, which share the lists they hold.
 TEST_P(LayoutTest, OneQueryCallsFromThreadsGiveLabelsOfMemoryIndex) {
   ScratchDir dir;
   const std::string path = dir.path() + "/ivf.index";
@@ -191,7 +193,9 @@ TEST_P(LayoutTest, OneQueryCallsFromThreadsGiveLabelsOfMemoryIndex) {
 
 // A response budget of a few lists, far below what a batch prefetches: the
 // batch still completes with the same labels and the lists' memory never
-// exceeds the budget.
+// exceeds the budget. With 8 lists' worth, the read cap (budget / (search
+// threads + 1)) merges touching lists, whose reads a pinned list holds
+// whole.
 TEST_P(LayoutTest, BudgetBelowBatchBoundsMemoryAndKeepsLabels) {
   ScratchDir dir;
   const std::string path = dir.path() + "/ivf.index";
@@ -200,18 +204,22 @@ TEST_P(LayoutTest, BudgetBelowBatchBoundsMemoryAndKeepsLabels) {
   for (int i = 0; i < kLists; ++i) {
     largest = std::max(largest, memory->invlists->list_size(i));
   }
-  IvfOpenOptions o;
-  o.reader.io_concurrency = 2;
-  o.reader.response_budget_count = 4;
-  o.reader.response_budget_bytes = 4 * (largest * (memory->code_size + 8) + 8);
-  auto ranged = OpenIvfIndex(path, o);
-  ASSERT_TRUE(ranged.ok()) << ranged.status().ToString();
-  ExpectSameLabels(*memory, **ranged);
-  RangeInvertedLists* lists = RangeListsOf(ranged->get());
-  const Stats s = lists->reader().limiter()->GetStats();
-  EXPECT_LE(s.peak_retained_bytes, o.reader.response_budget_bytes);
-  EXPECT_LE(s.peak_retained_count, 4u);
-  EXPECT_LE(s.peak_in_flight, 2u);
+  for (const uint64_t budget_lists : {4, 8}) {
+    SCOPED_TRACE("budget of " + std::to_string(budget_lists) + " lists");
+    IvfOpenOptions o;
+    o.reader.io_concurrency = 2;
+    o.reader.response_budget_count = 4;
+    o.reader.response_budget_bytes =
+        budget_lists * (largest * (memory->code_size + 8) + 8);
+    auto ranged = OpenIvfIndex(path, o);
+    ASSERT_TRUE(ranged.ok()) << ranged.status().ToString();
+    ExpectSameLabels(*memory, **ranged);
+    RangeInvertedLists* lists = RangeListsOf(ranged->get());
+    const Stats s = lists->reader().limiter()->GetStats();
+    EXPECT_LE(s.peak_retained_bytes, o.reader.response_budget_bytes);
+    EXPECT_LE(s.peak_retained_count, 4u);
+    EXPECT_LE(s.peak_in_flight, 2u);
+  }
   std::filesystem::remove(path);
 }
 
@@ -265,7 +273,8 @@ TEST(RangeInvertedListsTest, ReadErrorNamesListAndRange) {
   std::vector<RangeInvertedLists::Extent> extents;
   for (uint64_t i = 0; i < 4; ++i)
     extents.push_back({i * 1000, i * 1000 + 80, 10});
-  auto lists = RangeInvertedLists::Make(8, extents, *reader);
+  // No gap read through: list 3's read is the one that starts at 3000.
+  auto lists = RangeInvertedLists::Make(8, extents, *reader, nullptr, 0, 0);
   ASSERT_TRUE(lists.ok()) << lists.status().ToString();
   const faiss::Index::idx_t probe[] = {3, 1, -1, 3};
   (*lists)->prefetch_lists(probe, 4);
@@ -286,6 +295,117 @@ TEST(RangeInvertedListsTest, ReadErrorNamesListAndRange) {
   auto bad = RangeInvertedLists::Make(8, extents, *reader);
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().ToString(), HasSubstr("list 4"));
+}
+
+// The plan of one prefetch: lists sorted by offset, touching or overlapping
+// ones (the alignment pad) merged up to the cap, never across a gap, and
+// the reads ordered by their lists' first scan.
+TEST(PlanListReadsTest, MergesByOffsetAndOrdersByFirstUse) {
+  const std::vector<ListToRead> lists = {
+      {7, {200, 100}, 5},   {1, {400, 100}, 1},   {5, {0, 100}, 3},
+      {9, {500, 1000}, 2},  {2, {100, 100}, 0},   {4, {1497, 103}, 6},
+      {3, {2000, 100}, 7},  {6, {2096, 54}, 4},   {8, {3000, 100}, 8},
+      {10, {3100, 250}, 9}, {11, {4000, 10}, 10},
+  };
+  const std::vector<PlannedRead> plan = PlanListReads(lists, 300, 0);
+  ASSERT_EQ(plan.size(), 8u);
+  auto expect = [&](size_t k, ByteRange range, std::vector<size_t> ids,
+                    uint32_t first_use) {
+    SCOPED_TRACE("read " + std::to_string(k));
+    EXPECT_EQ(plan[k].range, range);
+    EXPECT_EQ(plan[k].lists, ids);
+    EXPECT_EQ(plan[k].first_use, first_use);
+  };
+  expect(0, {0, 300}, {5, 2, 7}, 0);  // touching, exactly the cap
+  expect(1, {400, 100}, {1}, 1);      // a gap before it: alone
+  expect(2, {500, 1000}, {9}, 2);     // larger than the cap: alone
+  expect(3, {2000, 150}, {3, 6}, 4);  // overlapping by 4 bytes
+  expect(4, {1497, 103}, {4}, 6);     // would exceed the cap with 9
+  expect(5, {3000, 100}, {8}, 8);     // 8 + 10 would be 350 bytes
+  expect(6, {3100, 250}, {10}, 9);
+  expect(7, {4000, 10}, {11}, 10);
+  // A cap of one byte: every list a read of its own, in scan order.
+  const std::vector<PlannedRead> apart = PlanListReads(lists, 1, 0);
+  ASSERT_EQ(apart.size(), lists.size());
+  for (size_t k = 0; k < apart.size(); ++k) {
+    EXPECT_EQ(apart[k].first_use, k);
+    EXPECT_EQ(apart[k].lists.size(), 1u);
+  }
+  // A gap of up to 100 bytes is read through: 1 joins 5, 2 and 7 (reads
+  // [300, 400) that nobody needs), 3 and 6 stay apart from 4 (400 bytes).
+  const std::vector<PlannedRead> spanned = PlanListReads(lists, 500, 100);
+  ASSERT_EQ(spanned.size(), 6u);
+  EXPECT_EQ(spanned[0].range, (ByteRange{0, 500}));
+  EXPECT_EQ(spanned[0].lists, (std::vector<size_t>{5, 2, 7, 1}));
+  EXPECT_EQ(spanned[1].range, (ByteRange{500, 1000}));
+  EXPECT_EQ(spanned[2].range, (ByteRange{2000, 150}));
+  EXPECT_EQ(spanned[3].range, (ByteRange{1497, 103}));
+  EXPECT_EQ(spanned[4].range, (ByteRange{3000, 350}));
+  EXPECT_EQ(spanned[4].lists, (std::vector<size_t>{8, 10}));
+  EXPECT_EQ(spanned[5].range, (ByteRange{4000, 10}));
+  EXPECT_TRUE(PlanListReads({}, 300, 0).empty());
+}
+
+// Two search threads whose prefetches overlap read each list once: the
+// second finds the shared lists held or coming, and both scan every list
+// with the right bytes. Apart lists: one read each; touching lists: merged.
+TEST(RangeInvertedListsTest, ThreadsSharePrefetchedLists) {
+  for (const bool touching : {false, true}) {
+    SCOPED_TRACE(touching ? "touching lists" : "lists apart");
+    auto gate = rangeio::testing::GatedSource::Make(
+        "gate", 1 << 20, rangeio::testing::GatedSource::Mode::kPassAsync);
+    auto reader = Reader::Open(gate);
+    ASSERT_TRUE(reader.ok());
+    const uint64_t stride = touching ? 160 : 1000;
+    std::vector<RangeInvertedLists::Extent> extents;
+    for (uint64_t i = 0; i < 6; ++i)
+      extents.push_back({i * stride, i * stride + 80, 10});
+    // No gap read through: lists apart stay apart.
+    auto made = RangeInvertedLists::Make(8, extents, *reader, nullptr, 0, 0);
+    ASSERT_TRUE(made.ok()) << made.status().ToString();
+    const RangeInvertedLists& lists = **made;
+    std::promise<void> a_prefetched;
+    std::promise<void> b_prefetched;
+    std::shared_future<void> b_done = b_prefetched.get_future().share();
+    auto scan = [&](const std::vector<faiss::Index::idx_t>& probe) {
+      for (const faiss::Index::idx_t l : probe) {
+        const auto i = static_cast<uint64_t>(l);
+        const uint8_t* codes = lists.get_codes(i);
+        const auto* ids = lists.get_ids(i);
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(ids) % 8, 0u);
+        EXPECT_TRUE(rangeio::testing::MatchesPattern(
+            {i * stride, 160},
+            {reinterpret_cast<const std::byte*>(codes), 160}));
+        lists.release_ids(i, ids);
+        lists.release_codes(i, codes);
+      }
+    };
+    const std::vector<faiss::Index::idx_t> pa = {0, 1, 2, 3};
+    const std::vector<faiss::Index::idx_t> pb = {3, 2, 4, -1, 5};
+    std::thread a([&] {
+      lists.prefetch_lists(pa.data(), static_cast<int>(pa.size()));
+      a_prefetched.set_value();
+      b_done.wait();
+      scan(pa);
+    });
+    a_prefetched.get_future().wait();
+    std::thread b([&] {
+      lists.prefetch_lists(pb.data(), static_cast<int>(pb.size()));
+      b_prefetched.set_value();
+      scan({3, 2, 4, 5});
+    });
+    a.join();
+    b.join();
+    const ListStats s = lists.GetListStats();
+    EXPECT_EQ(s.prefetch_calls, 2u);
+    EXPECT_EQ(s.lists_prefetched, 6u);
+    EXPECT_EQ(s.lists_already_held, 2u);
+    EXPECT_EQ(s.lists_on_demand, 0u);
+    EXPECT_EQ(s.lists_evicted, 0u);
+    // Apart: one read per list; touching: 0-3, then 4-5.
+    EXPECT_EQ(s.prefetch_reads, touching ? 2u : 6u);
+    EXPECT_EQ(lists.reader().limiter()->GetStats().physical_bytes, 6u * 160);
+  }
 }
 
 }  // namespace

@@ -11,14 +11,17 @@
 // .ivfdata file named in the index).
 //
 // How a search reads: IndexIVF::search calls prefetch_lists on each of its
-// threads with that thread's probed lists; RangeInvertedLists deduplicates
-// them and reads them as ONE request (rangeio coalesces neighbours, and
-// admits them as a rolling window) that a pump thread drains while the
+// threads with that thread's probed lists. RangeInvertedLists keeps ONE
+// table of lists for all threads, so a list another thread holds or is
+// reading is not read again. The rest are sorted by file offset, lists that
+// touch or lie up to max_gap_bytes apart are merged into reads of up to
+// max_read_bytes (PlanListReads), and the reads go out as ONE request,
+// ordered by their lists' first scan, that a pump thread drains while the
 // search scans. get_codes waits for its list and returns a pointer into the
-// read's buffer (no copy; ids 8-byte aligned); release unpins. A list not
-// prefetched (one-query calls on another thread, an evicted list) is read
-// at once with Priority::kHigh, ahead of queued prefetches. A read error
-// throws faiss::FaissException naming the list and its byte range.
+// read's buffer (no copy; ids 8-byte aligned); release unpins. A list no
+// thread prefetched (an evicted list, a get_codes without a prefetch) is
+// read at once with Priority::kHigh, ahead of queued prefetches. A read
+// error throws faiss::FaissException naming the list and its byte range.
 //
 // Memory: every list held (read ahead and not yet scanned, or pinned by a
 // scan) holds the limiter's response budget (Options::response_budget_bytes
@@ -26,7 +29,9 @@
 // When a thread waits for a list that cannot be admitted because the budget
 // is all held by lists read ahead, it evicts such lists (not pinned ones);
 // they are read again, with priority, when scanned. A batch completes with
-// any budget that holds one list per search thread plus one more.
+// any budget that holds one read per search thread plus one more (a pinned
+// list holds its whole read; the merge cap is at most budget / (search
+// threads + 1), and a list larger than the cap is a read of its own).
 //
 // Thread-safety: as FAISS requires (concurrent reads from any threads).
 #pragma once
@@ -37,6 +42,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -61,15 +67,24 @@ struct IvfOpenOptions {
   // in the index, taken beside the index URL (as IO_FLAG_ONDISK_SAME_DIR).
   std::string data_url;
   ListReadFn read;  // empty: Reader::ReadRanges
+  // Largest read that merges lists (0: 1 MiB; at most the response budget /
+  // (search threads + 1)). 1 reads each list on its own.
+  uint64_t max_read_bytes = 0;
+  // Largest gap (lists not needed) a merged read spans (unset: 64 KiB; 0:
+  // only lists that touch).
+  std::optional<uint64_t> max_gap_bytes;
 };
 
 // Figures of one RangeInvertedLists since it was opened.
 struct ListStats {
   uint64_t prefetch_calls = 0;
   uint64_t lists_prefetched = 0;  // distinct lists read by prefetches
-  uint64_t lists_on_demand = 0;   // lists read by get_codes at once
-  uint64_t lists_evicted = 0;     // read ahead, dropped for budget
-  uint64_t aligned_copies = 0;    // lists copied to align their ids
+  uint64_t prefetch_reads = 0;    // ranges those lists were read as
+  // Lists a prefetch named that some thread held or was reading already.
+  uint64_t lists_already_held = 0;
+  uint64_t lists_on_demand = 0;  // lists read by get_codes at once
+  uint64_t lists_evicted = 0;    // read ahead, dropped for budget
+  uint64_t aligned_copies = 0;   // lists copied to align their ids
 };
 
 class RangeInvertedLists final : public ::faiss::ReadOnlyInvertedLists {
@@ -86,7 +101,8 @@ class RangeInvertedLists final : public ::faiss::ReadOnlyInvertedLists {
   // error names the list, its bytes and the source.
   static Result<std::unique_ptr<RangeInvertedLists>> Make(
       size_t code_size, std::vector<Extent> lists, Reader reader,
-      ListReadFn read = nullptr);
+      ListReadFn read = nullptr, uint64_t max_read_bytes = 0,
+      std::optional<uint64_t> max_gap_bytes = std::nullopt);
   ~RangeInvertedLists() override;
 
   size_t list_size(size_t list_no) const override;
