@@ -64,11 +64,6 @@ constexpr double kInjectedMedianMs = 24;
 
 using Clock = std::chrono::steady_clock;
 
-std::string EnvOr(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
 // Writes the blob objects (dedicated) and the packed object into the
 // served directory unless they are there with the right sizes.
 Status PrepareObjects(const std::string& root) {
@@ -343,9 +338,8 @@ Result<Outcome> RunDirect(Layout layout, const BlobObjects& objects) {
 }  // namespace
 
 Result<Report> RunBlob(const BenchOptions& options) {
-  std::string url =
-      options.url.empty() ? EnvOr("RANGEIO_BENCH_HTTP_URL") : options.url;
-  const std::string root = EnvOr("RANGEIO_TEST_NGINX_ROOT");
+  std::string url = EnvOr(options.url, "RANGEIO_BENCH_HTTP_URL");
+  const std::string root = EnvOr("", "RANGEIO_TEST_NGINX_ROOT");
   const bool s3 = url.rfind("s3://", 0) == 0;
   if (url.empty() || (root.empty() && !s3)) {
     return Status::InvalidArgument(

@@ -131,12 +131,6 @@ Status RunDirect(DirectCurl& direct, const BenchObject& object,
   return Status::OK();
 }
 
-std::string EnvOr(const std::string& given, const char* name) {
-  if (!given.empty()) return given;
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
-}
-
 double Ms(uint64_t nanos) { return static_cast<double>(nanos) / 1e6; }
 
 // CPU seconds (user + system) used so far by the processes in `pids`

@@ -302,13 +302,6 @@ Result<IoRow> RunOurs(const std::string& path, const Strategy& s,
   return row;
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 double CpuPerRead(const IoRow& r) { return r.cpu_s_per_100k(); }
 
 // One pair: uring-direct and fio back to back, on the same file and block.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 namespace rangeio::bench {
 
@@ -161,6 +162,19 @@ nlohmann::json Report::ToJson() const {
   }
   j["verdicts"] = lines;
   return j;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string EnvOr(const std::string& given, const char* name) {
+  if (!given.empty()) return given;
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
 }
 
 }  // namespace rangeio::bench

@@ -151,4 +151,12 @@ Result<Report> RunUrl(const UrlBenchOptions& options);
 Result<uint64_t> ParseByteSize(const std::string& what,
                                const std::string& text);
 
+// The median of `v` (the mean of the middle two for an even count); 0 when
+// empty.
+double Median(std::vector<double> v);
+
+// `given` when set, else the environment variable `name` (empty if unset):
+// a bench's --url flags fall back to the test servers' variables.
+std::string EnvOr(const std::string& given, const char* name);
+
 }  // namespace rangeio::bench

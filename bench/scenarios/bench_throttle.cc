@@ -55,18 +55,6 @@ void Merge(const Outcome& o, Outcome* into) {
   h.endpoint_throttled_ns += o.http.endpoint_throttled_ns;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-std::string EnvOr(const std::string& given, const char* name) {
-  if (!given.empty()) return given;
-  const char* v = std::getenv(name);
-  return v != nullptr ? v : "";
-}
-
 // Reads random 100 KiB blocks of `url` for `seconds` with 64 in flight;
 // the stream is dropped at the end (its reads in flight are cancelled).
 Result<Outcome> ReadFor(const std::string& url, bool adaptive, double seconds,

@@ -264,12 +264,6 @@ void Accumulate(const Figures& f, Figures* t) {
   t->note = f.note;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // A row from its totals over the rounds: `runs` and `rates` are each
 // round's elapsed ms and reads/s. Rates are the rounds' median (one round
 // slowed by a busy machine does not move it); counts and latency

@@ -63,11 +63,6 @@ constexpr uint32_t kIoConcurrency = 128;
 constexpr uint64_t kBudgetBytes = 256ull << 20;
 constexpr uint32_t kBudgetCount = 16384;
 
-std::string EnvOr(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
 double Seconds(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -480,12 +475,13 @@ Result<Report> RunVindex(const BenchOptions& options) {
   rep.scenario = "vindex";
   const int n = options.vindex_vectors;
   const int nq = options.vindex_queries;
-  const std::string tmp = EnvOr("TMPDIR").empty() ? "/tmp" : EnvOr("TMPDIR");
+  const std::string tmp =
+      EnvOr("", "TMPDIR").empty() ? "/tmp" : EnvOr("", "TMPDIR");
   const std::string dir = tmp + "/rangeio-vindex";
   fs::create_directories(dir);
-  const std::string http = EnvOr("RANGEIO_BENCH_HTTP_URL");
-  const std::string straggler = EnvOr("RANGEIO_BENCH_HTTP_STRAGGLER_URL");
-  const std::string root = EnvOr("RANGEIO_TEST_NGINX_ROOT");
+  const std::string http = EnvOr("", "RANGEIO_BENCH_HTTP_URL");
+  const std::string straggler = EnvOr("", "RANGEIO_BENCH_HTTP_STRAGGLER_URL");
+  const std::string root = EnvOr("", "RANGEIO_TEST_NGINX_ROOT");
   const bool have_http = !http.empty() && !root.empty();
   rep.config = {{"vectors", n},
                 {"dim", kDim},
