@@ -1,5 +1,7 @@
 #include "bench_object.h"
 
+#include <cerrno>
+#include <cstdio>
 #include <optional>
 #include <utility>
 
@@ -32,6 +34,8 @@ Result<BenchObject> BenchObject::Resolve(const std::string& url,
       detail::ParseS3Endpoint(detail::ResolveS3EndpointUrl(s3, region, env)));
   RANGEIO_ASSIGN_OR_RETURN(std::optional<detail::S3Credentials> creds,
                            detail::ResolveS3Credentials(s3, env));
+  o.region_ = region;
+  o.creds_ = creds;
   auto dialect = std::make_shared<detail::S3Dialect>(
       region, creds.has_value() ? &*creds : nullptr);
   RANGEIO_RETURN_NOT_OK(dialect->Init());
@@ -57,6 +61,56 @@ Result<std::shared_ptr<Source>> BenchObject::Open(
 
 void BenchObject::Sign(CURL* easy) const {
   if (dialect_ != nullptr) dialect_->Configure(easy);
+}
+
+Status BenchObject::Put(const std::string& path) const {
+  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"),
+                                             &std::fclose);
+  if (file == nullptr) {
+    return Status::FromErrno(errno, "bench: opening '" + path + "' to upload");
+  }
+  (void)std::fseek(file.get(), 0, SEEK_END);
+  const long size = std::ftell(file.get());
+  std::rewind(file.get());
+  std::unique_ptr<CURL, void (*)(CURL*)> easy(curl_easy_init(),
+                                              &curl_easy_cleanup);
+  if (easy == nullptr || size < 0) {
+    return Status::Internal("bench: cannot set up the upload of '" + path +
+                            "'");
+  }
+  curl_slist* headers = nullptr;
+  const std::string sigv4 = "aws:amz:" + region_ + ":s3";
+  CURL* e = easy.get();
+  curl_easy_setopt(e, CURLOPT_URL, get_url_.c_str());
+  curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+  curl_easy_setopt(e, CURLOPT_READDATA, file.get());
+  curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(size));
+  if (creds_.has_value()) {
+    // The body is not hashed: every store this bench targets (RGW, s3rver,
+    // S3) accepts an unsigned payload on a signed PUT.
+    headers =
+        curl_slist_append(headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+    if (!creds_->session_token.empty()) {
+      const std::string token =
+          "x-amz-security-token: " + creds_->session_token;
+      headers = curl_slist_append(headers, token.c_str());
+    }
+    curl_easy_setopt(e, CURLOPT_AWS_SIGV4, sigv4.c_str());
+    curl_easy_setopt(e, CURLOPT_USERNAME, creds_->access_key_id.c_str());
+    curl_easy_setopt(e, CURLOPT_PASSWORD, creds_->secret_access_key.c_str());
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+  }
+  const CURLcode rc = curl_easy_perform(e);
+  long code = 0;
+  curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
+  curl_slist_free_all(headers);
+  if (rc != CURLE_OK || code / 100 != 2) {
+    return Status::IoError("bench: uploading '" + path + "' to '" + url_ +
+                           "': " +
+                           (rc != CURLE_OK ? std::string(curl_easy_strerror(rc))
+                                           : "HTTP " + std::to_string(code)));
+  }
+  return Status::OK();
 }
 
 }  // namespace rangeio::bench

@@ -15,9 +15,11 @@
 #include <curl/curl.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "rangeio/rangeio.h"
+#include "s3/s3.h"
 
 namespace rangeio::detail {
 class S3Dialect;
@@ -46,11 +48,18 @@ class BenchObject {
   const std::string& get_url() const { return get_url_; }
   void Sign(CURL* easy) const;
 
+  // Uploads the file at `path` as the object (one PUT, signed with
+  // UNSIGNED-PAYLOAD for s3://), so a bench can serve data it made itself;
+  // an IoError naming the URL and the store's answer otherwise.
+  Status Put(const std::string& path) const;
+
  private:
   BenchObject() = default;
   std::string url_;
   std::string get_url_;
+  std::string region_;
   S3Options s3_options_;
+  std::optional<detail::S3Credentials> creds_;
   std::shared_ptr<const detail::S3Dialect> dialect_;  // null for http(s)
 };
 

@@ -34,6 +34,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "bench_object.h"
 #include "bench_scenarios.h"
 #include "progress.h"
 #include "rangeio_faiss/range_inverted_lists.h"
@@ -483,6 +484,16 @@ Result<Report> RunVindex(const BenchOptions& options) {
   const std::string straggler = EnvOr("", "RANGEIO_BENCH_HTTP_STRAGGLER_URL");
   const std::string root = EnvOr("", "RANGEIO_TEST_NGINX_ROOT");
   const bool have_http = !http.empty() && !root.empty();
+  // Ceph RGW (run_servers.sh with RANGEIO_TEST_RGW): the index is uploaded
+  // straight to RGW and read through its 24 ms relay, signed.
+  S3Options rgw;
+  rgw.endpoint = EnvOr("", "RANGEIO_TEST_RGW_ENDPOINT");
+  rgw.access_key_id = EnvOr("", "RANGEIO_TEST_RGW_ACCESS_KEY");
+  rgw.secret_access_key = EnvOr("", "RANGEIO_TEST_RGW_SECRET_KEY");
+  const std::string rgw_relay = EnvOr("", "RANGEIO_BENCH_RGW_ENDPOINT");
+  const std::string bucket = EnvOr("", "RANGEIO_TEST_S3_BUCKET");
+  const bool have_rgw = have_http && !rgw.endpoint.empty() &&
+                        !rgw_relay.empty() && !bucket.empty();
   rep.config = {{"vectors", n},
                 {"dim", kDim},
                 {"queries", nq},
@@ -501,6 +512,8 @@ Result<Report> RunVindex(const BenchOptions& options) {
     const std::string path = (fs::path(dir) / file).string();
     RANGEIO_RETURN_NOT_OK(EnsureIndex(kind, d, path));
     std::string url;
+    std::string rgw_url = "s3://";
+    rgw_url.append(bucket).append("/vindex-bench/").append(file);
     if (have_http) {
       fs::create_directories(root + "/vindex-bench");
       std::string served = root;
@@ -509,6 +522,11 @@ Result<Report> RunVindex(const BenchOptions& options) {
         fs::copy_file(path, served, fs::copy_options::overwrite_existing);
       }
       url = Beside(http, file);
+      if (have_rgw) {
+        RANGEIO_ASSIGN_OR_RETURN(const BenchObject o,
+                                 BenchObject::Resolve(rgw_url, rgw));
+        RANGEIO_RETURN_NOT_OK(o.Put(path));
+      }
       RANGEIO_ASSIGN_OR_RETURN(const double dl, DownloadSeconds(url));
       rep.lines.push_back("  " + kind + ": FAISS in memory first downloads " +
                           std::to_string(fs::file_size(path) >> 20) +
@@ -567,6 +585,14 @@ Result<Report> RunVindex(const BenchOptions& options) {
                                        chunked_planned, kHttpSingles, ""));
       RANGEIO_RETURN_NOT_OK(
           RangeioRow(c, "rangeio-http", url, {}, kHttpSingles, ""));
+      if (have_rgw && nprobe == 16) {
+        integrations::IvfOpenOptions on_rgw;
+        on_rgw.source.s3 = rgw;
+        on_rgw.source.s3.endpoint = rgw_relay;
+        RANGEIO_RETURN_NOT_OK(RangeioRow(c, "rangeio-rgw", rgw_url, on_rgw,
+                                         kHttpSingles, "",
+                                         "Ceph RGW, signed, "));
+      }
       if (!straggler.empty() && nprobe == 16) {
         const std::string surl = Beside(straggler, file);
         RANGEIO_RETURN_NOT_OK(RangeioRow(c, "rangeio-http-stragglers", surl, {},
