@@ -475,10 +475,22 @@ void FlagCaches(Report* rep, const std::vector<PairSummary>& sums,
         "rows that read the file more than once (HOST CACHE?) show the host's "
         "memory, not the disk. The pairs still compare rangeio and fio on the "
         "same state; the absolute figures do not transfer.");
-    rep->lines.push_back(
-        "  NOTE  4 KiB: each run that reads the file reads a region of its "
-        "own, so none reads blocks an earlier run left in the host's cache; "
-        "1 MiB: every run reads the whole file, which the host may cache.");
+    for (uint64_t bs : kBlockSizes) {
+      uint64_t span = kFileBytes;  // the regions' size, if split
+      for (const IoRow& r : rep->io_rows) {
+        if (r.block_size == bs && r.span_bytes != 0) {
+          span = std::min(span, r.span_bytes);
+        }
+      }
+      char line[240];
+      std::snprintf(
+          line, sizeof line, "  NOTE  %s: %s", bs == 4096 ? "4 KiB" : "1 MiB",
+          span < kFileBytes
+              ? "each run that reads the file reads a region of its own, so "
+                "none reads blocks an earlier run left in the host's cache"
+              : "every run reads the whole file, which the host may cache");
+      rep->lines.push_back(line);
+    }
   }
 }
 
