@@ -7,11 +7,12 @@
 // and warm), rangeio on the local file (cold and warm), rangeio over HTTP:
 // chunked with one read per list (the seed's before), rolling with one
 // read per list, chunked with the planned reads, rolling with the planned
-// reads (the integration's default), and, with the relay's straggler
-// mixture, rolling without and with hedge=auto. Each row: one batch of all
-// queries (batch QPS), one query per call from 8 threads (p50/p99), recall@10
-// and the bytes read. Every row's labels must equal FAISS in memory's for
-// every query, or the bench fails.
+// reads (the integration's default), with the relay's straggler mixture
+// rolling without and with hedge=auto, and, when the test servers run Ceph
+// RGW, rolling on the index uploaded there. Each row: the median of three
+// batches of all queries (batch QPS), one query per call from 8 threads
+// (p50/p99), recall@10 and the bytes read. Every row's labels must equal FAISS
+// in memory's for every query, or the bench fails.
 #include <faiss/IVFlib.h>
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexIVFFlat.h>
@@ -486,8 +487,8 @@ Result<Report> RunVindex(const BenchOptions& options) {
   rep.scenario = "vindex";
   const int n = options.vindex_vectors;
   const int nq = options.vindex_queries;
-  const std::string tmp =
-      EnvOr("", "TMPDIR").empty() ? "/tmp" : EnvOr("", "TMPDIR");
+  std::string tmp = EnvOr("", "TMPDIR");
+  if (tmp.empty()) tmp = "/tmp";
   const std::string dir = tmp + "/rangeio-vindex";
   fs::create_directories(dir);
   const std::string http = EnvOr("", "RANGEIO_BENCH_HTTP_URL");
