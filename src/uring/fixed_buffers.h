@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "local/local_read.h"
@@ -129,6 +130,13 @@ class FixedBuffers : public std::enable_shared_from_this<FixedBuffers> {
 // A slot stays taken until the last Slice of it is released; when every
 // slot is taken, a read uses ordinary memory. Slots: see kSmallSlotsPerRead.
 //
+// Each slot has the memory for its Slice's shared_ptr control block beside
+// it (SlotAllocator), so taking a slot allocates nothing, and the slot is
+// given back when that block is freed, the last thing a shared_ptr does.
+// The arena owns itself: the ring gives it up with Orphan(), and it is
+// deleted once it is orphaned and every slot is back (slices outlive the
+// ring), without a reference count touched per read by both threads.
+//
 // Thread-safety: Take() on the ring thread only (it registers); slices may
 // be released on any thread.
 constexpr size_t kSmallSlotBytes = 4096;
@@ -138,7 +146,7 @@ constexpr size_t kSmallSlotBytes = 4096;
 constexpr uint32_t kSmallSlotsPerRead = 4;
 constexpr uint32_t kMaxSmallSlots = 1024;
 
-class SmallBuffers : public std::enable_shared_from_this<SmallBuffers> {
+class SmallBuffers {
  public:
   // `table_index`: the ring's buffer-table entry the arena is registered at.
   SmallBuffers(uint32_t depth, unsigned table_index)
@@ -146,9 +154,12 @@ class SmallBuffers : public std::enable_shared_from_this<SmallBuffers> {
         table_index_(table_index) {}
   SmallBuffers(const SmallBuffers&) = delete;
   SmallBuffers& operator=(const SmallBuffers&) = delete;
-  ~SmallBuffers() {
-    if (arena_ != nullptr) ::munmap(arena_, size_t{slots_} * kSmallSlotBytes);
-  }
+
+  // The ring's handle: Orphan() in place of delete.
+  struct Orphaner {
+    void operator()(SmallBuffers* p) const { p->Orphan(); }
+  };
+  using Handle = std::unique_ptr<SmallBuffers, Orphaner>;
 
   // A slot holds the read when its aligned length fits and the slot's
   // address satisfies the file's memory alignment.
@@ -169,9 +180,9 @@ class SmallBuffers : public std::enable_shared_from_this<SmallBuffers> {
       free_.pop_back();
       data = arena_ + size_t{slot} * kSmallSlotBytes;
     }
+    // The deleter does nothing: the block's deallocation gives the slot back.
     std::shared_ptr<const void> owner(
-        data,
-        [self = shared_from_this(), slot](const void*) { self->Give(slot); });
+        data, [](const void*) {}, SlotAllocator<char>(this, slot));
     r.dst = data;
     r.buffer = Slice(std::move(owner), data, r.want);
     taken_.fetch_add(1, std::memory_order_relaxed);
@@ -182,6 +193,40 @@ class SmallBuffers : public std::enable_shared_from_this<SmallBuffers> {
   uint32_t slots() const { return slots_; }
 
  private:
+  // A slot's control block: one cache line, as slices of different slots
+  // are released on different threads.
+  struct alignas(64) Block {
+    std::byte bytes[64];
+  };
+
+  // Allocates the control block of slot `slot`'s shared_ptr in the slot's
+  // Block; its deallocation gives the slot back.
+  template <class T>
+  struct SlotAllocator {
+    using value_type = T;
+    SlotAllocator(SmallBuffers* p, uint32_t s) : pool(p), slot(s) {}
+    template <class U>
+    explicit SlotAllocator(const SlotAllocator<U>& o) noexcept
+        : pool(o.pool), slot(o.slot) {}
+    T* allocate(size_t n) {
+      static_assert(sizeof(T) <= sizeof(Block),
+                    "a shared_ptr control block must fit a slot's Block");
+      static_assert(alignof(T) <= alignof(Block));
+      if (n != 1) throw std::bad_alloc();  // shared_ptr asks for one
+      return reinterpret_cast<T*>(&pool->blocks_[slot]);
+    }
+    void deallocate(T* /*p*/, size_t /*n*/) noexcept { pool->Give(slot); }
+    bool operator==(const SlotAllocator& o) const {
+      return pool == o.pool && slot == o.slot;
+    }
+    SmallBuffers* pool;
+    uint32_t slot;
+  };
+
+  ~SmallBuffers() {
+    if (arena_ != nullptr) ::munmap(arena_, size_t{slots_} * kSmallSlotBytes);
+  }
+
   // Maps and registers the arena, once; false when it exists already (every
   // slot is taken) or cannot be had.
   bool MapLocked(io_uring* ring) REQUIRES(mu_) {
@@ -202,13 +247,29 @@ class SmallBuffers : public std::enable_shared_from_this<SmallBuffers> {
       return false;
     }
     arena_ = static_cast<std::byte*>(p);
+    blocks_ = std::make_unique<Block[]>(slots_);
     for (uint32_t s = slots_; s > 0; --s) free_.push_back(s - 1);
     return true;
   }
 
   void Give(uint32_t slot) EXCLUDES(mu_) {
-    MutexLock lk(mu_);
-    free_.push_back(slot);
+    bool last = false;
+    {
+      MutexLock lk(mu_);
+      free_.push_back(slot);
+      last = orphaned_ && free_.size() == slots_;
+    }
+    if (last) delete this;
+  }
+
+  void Orphan() EXCLUDES(mu_) {
+    bool last = false;
+    {
+      MutexLock lk(mu_);
+      orphaned_ = true;
+      last = arena_ == nullptr || free_.size() == slots_;
+    }
+    if (last) delete this;
   }
 
   const uint32_t slots_;
@@ -216,8 +277,10 @@ class SmallBuffers : public std::enable_shared_from_this<SmallBuffers> {
   std::atomic<uint64_t> taken_{0};
   Mutex mu_;
   std::byte* arena_ GUARDED_BY(mu_) = nullptr;
+  std::unique_ptr<Block[]> blocks_;  // set with arena_, then read-only
   std::vector<uint32_t> free_ GUARDED_BY(mu_);
   bool refused_ GUARDED_BY(mu_) = false;
+  bool orphaned_ GUARDED_BY(mu_) = false;  // the ring let go of it
 };
 
 }  // namespace rangeio::detail

@@ -256,7 +256,7 @@ class Ring : public std::enable_shared_from_this<Ring> {
     if (file_->direct() &&
         io_uring_register_buffers_sparse(&ring_, depth_ + 1) == 0) {
       fixed_buffers_ = std::make_shared<FixedBuffers>(depth_);
-      small_buffers_ = std::make_shared<SmallBuffers>(depth_, depth_);
+      small_buffers_.reset(new SmallBuffers(depth_, depth_));
     }
     event_fd_ = ::eventfd(0, EFD_CLOEXEC);
     if (event_fd_ < 0) {
@@ -479,7 +479,7 @@ class Ring : public std::enable_shared_from_this<Ring> {
   std::thread::id ring_thread_;
 
   std::shared_ptr<FixedBuffers> fixed_buffers_;  // direct files only
-  std::shared_ptr<SmallBuffers> small_buffers_;  // with fixed_buffers_
+  SmallBuffers::Handle small_buffers_;           // with fixed_buffers_
 
   // Ring thread only.
   std::vector<LocalRead> slots_;  // read in flight per slot
