@@ -16,10 +16,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "local/local_read.h"
+#include "one_cpu.h"
 #include "rangeio/rangeio.h"
 #include "uring/uring_file.h"
 
@@ -174,8 +176,18 @@ std::string NopFile() {
 // complete: the ring thread's submit and reap, buffers, scheduler and
 // consumer, with no device. cpu_ns: CPU of the whole process (consumer and
 // ring thread) per read, as bench local's no-disk-uring-nop row counts it;
-// the wall time per read depends on what else the machine runs.
+// the wall time per read depends on what else the machine runs. Arg 1:
+// the consumer and the ring thread on one CPU (bench::OneCpu), so that
+// cpu_ns is the library's work per read without the handoff between cores.
 void BM_HotPathUringNop(benchmark::State& state) {
+  std::optional<bench::OneCpu> pin;  // outlives the ring thread
+  if (state.range(0) == 1) {
+    pin.emplace();
+    if (pin->cpu() < 0) {
+      state.SkipWithError("cannot pin to one CPU");
+      return;
+    }
+  }
   auto file = detail::OpenFileHandle(NopFile(), true);
   if (!file.ok()) {
     state.SkipWithError(file.status().ToString().c_str());
@@ -213,7 +225,11 @@ void BM_HotPathUringNop(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() *
                           static_cast<int64_t>(ranges.size()));
 }
-BENCHMARK(BM_HotPathUringNop)->UseRealTime();
+BENCHMARK(BM_HotPathUringNop)
+    ->ArgName("one_cpu")
+    ->Arg(0)
+    ->Arg(1)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace rangeio

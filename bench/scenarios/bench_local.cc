@@ -10,8 +10,9 @@
 // and a pair whose fio figure is more than kFioDrift off the fio median is
 // flagged. The other rows
 // run once, for reference. Two no-disk rows at 4 KiB (no-disk-uring-nop: the
-// same ring with IORING_OP_NOP for every read; no-disk-memory: an in-memory
-// source completing inline) show the library's own CPU per read.
+// same ring with IORING_OP_NOP for every read, and -1cpu with both threads
+// on one CPU; no-disk-memory: an in-memory source completing inline) show
+// the library's own CPU per read.
 //
 // Each row reads random block-aligned offsets through a Reader with
 // as-completed delivery for kRowSeconds; at 4 KiB, each run from a region of
@@ -36,6 +37,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -44,6 +46,7 @@
 
 #include "bench_scenarios.h"
 #include "local/local_read.h"
+#include "one_cpu.h"
 #include "progress.h"
 #include "rangeio/rangeio.h"
 #include "uring/uring_file.h"
@@ -90,6 +93,7 @@ struct Strategy {
   Kind kind;
   LocalEngine engine;
   bool direct;
+  bool one_cpu = false;  // the row's threads on one CPU (OneCpu)
 };
 // Run once per block size, for reference.
 constexpr Strategy kSingles[] = {
@@ -103,6 +107,8 @@ constexpr Strategy kPaired = {"uring-direct", Kind::kFile, LocalEngine::kUring,
 // 4 KiB only: the library's own cost per read.
 constexpr Strategy kNoDisk[] = {
     {"no-disk-uring-nop", Kind::kUringNop, LocalEngine::kUring, true},
+    {"no-disk-uring-nop-1cpu", Kind::kUringNop, LocalEngine::kUring, true,
+     true},
     {"no-disk-memory", Kind::kMemory, LocalEngine::kAuto, false},
 };
 
@@ -218,6 +224,8 @@ Result<IoRow> RunOurs(const std::string& path, const Strategy& s,
   if (!s.direct && s.kind == Kind::kFile) {
     RANGEIO_ASSIGN_OR_RETURN(resident, DropCache(path, kFileBytes));
   }
+  std::optional<OneCpu> pin;  // outlives the source and its ring thread
+  if (s.one_cpu) pin.emplace();
   RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> source,
                            OpenRowSource(path, s));
   // The no-op ring leaves its buffers as they were: nothing to check.
@@ -281,6 +289,7 @@ Result<IoRow> RunOurs(const std::string& path, const Strategy& s,
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   row.note = source->Describe();
+  if (pin) row.note += pin->cpu() < 0 ? " [NOT PINNED]" : " [on one CPU]";
   if (wrong != 0) {
     return Status::Internal("bench local " + row.strategy + ": " +
                             std::to_string(wrong) + " reads had wrong bytes");
@@ -539,6 +548,16 @@ void AddTargets(Report* rep, bool have_fio,
                   "own cost with the ring and no disk (target <= 0.50 us)",
                   us);
     rep->AddVerdict(us <= 0.5, line);
+  }
+  const IoRow* one = rep->FindIo("no-disk-uring-nop-1cpu", 4096);
+  if (one != nullptr && one->note.find("[on one CPU]") != std::string::npos) {
+    char line[240];
+    std::snprintf(line, sizeof line,
+                  "  INFO  no-disk-uring-nop-1cpu CPU per read = %.2f us: the "
+                  "same with the consumer and the ring thread on one CPU, "
+                  "the library's work without the handoff between cores",
+                  one->cpu_s_per_100k() * 10);
+    rep->lines.push_back(line);
   }
 }
 
