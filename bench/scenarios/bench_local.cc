@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -64,7 +65,6 @@ constexpr uint32_t kConcurrency = 64;  // docs/benchmarks.md: C = 64
 // of reads: percentiles and rates settle well before that.
 constexpr int kRowSeconds = 3;
 constexpr uint64_t kBlockSizes[] = {4096, uint64_t{1} << 20};
-constexpr uint64_t kChunk = 8 << 20;  // file creation: bytes per pwrite
 // The methodology (#21): at least 3 pairs, so that a median exists
 // and one disturbed pair cannot decide it; rounded up to an even count so
 // that each side goes first equally often. Which side goes first moved the
@@ -75,6 +75,8 @@ constexpr int kMinPairs = 3;
 // A pair whose fio IOPS is this far from the fio median ran on a different
 // machine than the others (a neighbour's build, the host's cache warming).
 constexpr double kFioDrift = 0.20;
+// Runs of each no-disk row (RunNoDisk).
+constexpr int kNoDiskRuns = 3;
 // The no-disk memory row reads this much memory (the ranges wrap round it).
 constexpr uint64_t kMemoryBytes = uint64_t{64} << 20;
 // A region of its own per run (see Region in bench_local.h) only when it
@@ -127,46 +129,6 @@ double CpuSeconds() {
 std::string DefaultFile() {
   const char* dir = std::getenv("TMPDIR");
   return std::string(dir && *dir ? dir : "/tmp") + "/rangeio-local.bin";
-}
-
-// Writes the simulated store's bytes to `path` unless it already has
-// exactly kFileBytes, and syncs them so that the cache can be dropped.
-Status PrepareFile(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 &&
-      static_cast<uint64_t>(st.st_size) == kFileBytes) {
-    return Status::OK();
-  }
-  std::fprintf(stderr, "bench local: writing %llu MiB to %s (once)\n",
-               static_cast<unsigned long long>(kFileBytes >> 20), path.c_str());
-  const std::string tmp = path + ".tmp";
-  const int fd =
-      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::FromErrno(errno, "creating '" + tmp + "'");
-  std::vector<std::byte> buf(kChunk);
-  for (uint64_t off = 0; off < kFileBytes; off += kChunk) {
-    FillSimulatedBytes(off, buf);
-    for (uint64_t done = 0; done < kChunk;) {
-      const ssize_t n = ::pwrite(fd, buf.data() + done, kChunk - done,
-                                 static_cast<off_t>(off + done));
-      if (n <= 0) {
-        const int err = errno;
-        ::close(fd);
-        return Status::FromErrno(err, "writing '" + tmp + "'");
-      }
-      done += static_cast<uint64_t>(n);
-    }
-  }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return Status::FromErrno(err, "syncing '" + tmp + "'");
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    return Status::FromErrno(errno, "renaming '" + tmp + "'");
-  }
-  return Status::OK();
 }
 
 // Every block of `region` once, in random order.
@@ -312,6 +274,36 @@ Result<IoRow> RunOurs(const std::string& path, const Strategy& s,
 }
 
 double CpuPerRead(const IoRow& r) { return r.cpu_s_per_100k(); }
+
+// The no-disk rows, kNoDiskRuns of each in rotating order: each row shows
+// the run of median CPU per read, with the runs' spread (one run on two
+// cores moved by up to 3x between runs).
+Status RunNoDisk(const std::string& path, Report* rep) {
+  constexpr size_t kRows = std::size(kNoDisk);
+  std::array<std::vector<IoRow>, kRows> runs;
+  for (int run = 0; run < kNoDiskRuns; ++run) {
+    for (size_t k = 0; k < kRows; ++k) {
+      const size_t i = (k + static_cast<size_t>(run)) % kRows;
+      Progress::Get().Phase("local: " + std::string(kNoDisk[i].name));
+      RANGEIO_ASSIGN_OR_RETURN(
+          IoRow row, RunOurs(path, kNoDisk[i], 4096, Region{0, kFileBytes}));
+      runs[i].push_back(std::move(row));
+    }
+  }
+  for (std::vector<IoRow>& r : runs) {
+    std::sort(r.begin(), r.end(), [](const IoRow& a, const IoRow& b) {
+      return CpuPerRead(a) < CpuPerRead(b);
+    });
+    IoRow row = r[r.size() / 2];
+    char buf[120];
+    std::snprintf(
+        buf, sizeof buf, " [median CPU of %d runs; %.2f-%.2f us per read]",
+        kNoDiskRuns, CpuPerRead(r.front()) * 10, CpuPerRead(r.back()) * 10);
+    row.note += buf;
+    rep->io_rows.push_back(std::move(row));
+  }
+  return Status::OK();
+}
 
 // One pair: uring-direct and fio back to back, on the same file and block.
 struct Pair {
@@ -566,7 +558,7 @@ void AddTargets(Report* rep, bool have_fio,
 Result<Report> RunLocal(const BenchOptions& options) {
   const std::string path =
       options.local_file.empty() ? DefaultFile() : options.local_file;
-  RANGEIO_RETURN_NOT_OK(PrepareFile(path));
+  RANGEIO_RETURN_NOT_OK(PrepareFile(path, kFileBytes));
   const std::string fio = FioVersion();
   int pairs = std::max(options.rounds, kMinPairs);
   pairs += pairs % 2;
@@ -613,14 +605,7 @@ Result<Report> RunLocal(const BenchOptions& options) {
                                RunOurs(path, s, bs, regions[next++]));
       rep.io_rows.push_back(std::move(row));
     }
-    if (bs == 4096) {
-      for (const Strategy& s : kNoDisk) {
-        Progress::Get().Phase("local: " + std::string(s.name));
-        RANGEIO_ASSIGN_OR_RETURN(IoRow row,
-                                 RunOurs(path, s, bs, Region{0, kFileBytes}));
-        rep.io_rows.push_back(std::move(row));
-      }
-    }
+    if (bs == 4096) RANGEIO_RETURN_NOT_OK(RunNoDisk(path, &rep));
     if (fio.empty()) {
       Progress::Get().Phase("local: uring-direct " + std::to_string(bs >> 10) +
                             " KiB");

@@ -24,6 +24,11 @@ struct Region {
 std::vector<Region> SplitFile(uint64_t file_bytes, uint64_t block_size,
                               size_t runs, uint64_t min_blocks);
 
+// Writes the simulated store's bytes (FillSimulatedBytes) to `path` unless
+// it has exactly `file_bytes` already, and syncs them so that the cache can
+// be dropped.
+Status PrepareFile(const std::string& path, uint64_t file_bytes);
+
 // Drops the first `file_bytes` of `path` from the page cache; returns the
 // fraction of their pages still resident afterwards (mincore), so a warm
 // "cold" row shows.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bench_local.h"
+#include "rangeio/sim.h"
 
 namespace rangeio::bench {
 namespace {
@@ -36,6 +37,46 @@ std::string Capture(const std::string& cmd) {
 }
 
 }  // namespace
+
+Status PrepareFile(const std::string& path, uint64_t file_bytes) {
+  constexpr uint64_t kChunk = 8 << 20;  // bytes per pwrite
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 &&
+      static_cast<uint64_t>(st.st_size) == file_bytes) {
+    return Status::OK();
+  }
+  std::fprintf(stderr, "bench local: writing %llu MiB to %s (once)\n",
+               static_cast<unsigned long long>(file_bytes >> 20), path.c_str());
+  const std::string tmp = path + ".tmp";
+  const int fd =
+      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::FromErrno(errno, "creating '" + tmp + "'");
+  std::vector<std::byte> buf(kChunk);
+  for (uint64_t off = 0; off < file_bytes; off += kChunk) {
+    const uint64_t chunk = std::min(kChunk, file_bytes - off);
+    FillSimulatedBytes(off, {buf.data(), chunk});
+    for (uint64_t done = 0; done < chunk;) {
+      const ssize_t n = ::pwrite(fd, buf.data() + done, chunk - done,
+                                 static_cast<off_t>(off + done));
+      if (n <= 0) {
+        const int err = errno;
+        ::close(fd);
+        return Status::FromErrno(err, "writing '" + tmp + "'");
+      }
+      done += static_cast<uint64_t>(n);
+    }
+  }
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::FromErrno(err, "syncing '" + tmp + "'");
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Status::FromErrno(errno, "renaming '" + tmp + "'");
+  }
+  return Status::OK();
+}
 
 std::vector<Region> SplitFile(uint64_t file_bytes, uint64_t block_size,
                               size_t runs, uint64_t min_blocks) {
