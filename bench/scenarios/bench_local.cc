@@ -25,11 +25,7 @@
 // kernel's io_uring workers included); fio's is its own usr + sys.
 #include "bench_local.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>

@@ -185,7 +185,7 @@ Measured Measure(::faiss::Index* index, const Dataset& d, int singles,
       m.batches_agree = false;
     }
   }
-  m.batch_s = Quantile(m.batch_runs_ms, 0.5) / 1000;
+  m.batch_s = Median(m.batch_runs_ms) / 1000;
   m.single.resize(static_cast<size_t>(singles) * kK);
   std::vector<std::vector<double>> ms(kClientThreads);
   std::vector<std::string> errors(kClientThreads);
