@@ -133,15 +133,15 @@ class Core : public std::enable_shared_from_this<Core> {
     return !pending_.empty() &&
            (mode_ == BatchMode::kDispatched || !serial_waiting_);
   }
-  bool HasWorkLocked() const REQUIRES(mu_) {
-    return !started_.empty() || CanTakeLocked();
-  }
 
-  // Wakes an idle dispatcher not already promised to a started batch, or
-  // starts one, when there is work for it.
+  // Wakes an idle dispatcher for a started batch, and one not promised to a
+  // started batch for the queued requests, or starts one for them: a
+  // wake-up for a started batch must not stand in for the queue's, or the
+  // queue waits until some batch finishes.
   void WakeOrSpawnLocked() REQUIRES(mu_) {
-    if (!HasWorkLocked()) return;
-    if (idle_ > claimed_ || (idle_ > 0 && !started_.empty())) {
+    if (!started_.empty() && idle_ > 0) cv_.NotifyOne();
+    if (!CanTakeLocked()) return;
+    if (idle_ > claimed_) {
       cv_.NotifyOne();
     } else if (threads_.size() < max_dispatchers_) {
       threads_.emplace_back([self = shared_from_this()] {
@@ -209,11 +209,10 @@ class Core : public std::enable_shared_from_this<Core> {
         while (serial_busy_) cv_.Wait(lk);
         serial_waiting_ = false;
         serial_busy_ = true;
-        WakeOrSpawnLocked();
       }
-      // More queued than one batch takes: another dispatcher may start on
-      // the rest now.
-      if (!pending_.empty() && idle_ > claimed_) cv_.NotifyOne();
+      // More queued than one batch takes (or, serialized, queued while this
+      // batch waited): another dispatcher starts on the rest now.
+      WakeOrSpawnLocked();
       lk.Unlock();
       std::vector<Group> groups = Start(batch);
       Finish(batch, groups);
