@@ -118,8 +118,9 @@ int Main(int argc, char** argv) {
   local->add_option("--json", json_path,
                     "Also write the figures as JSON to this file");
   local->add_option("--file", bo.local_file,
-                    "Test file of 2 GiB (created if missing or of another "
-                    "size; default $TMPDIR/rangeio-local.bin)");
+                    "Test file of 2 GiB, a regular file (created if "
+                    "missing, rewritten if of another size; default "
+                    "$TMPDIR/rangeio-local.bin)");
   local
       ->add_option("--rounds", bo.rounds,
                    "uring-direct / fio pairs per block size (rounded up to "

@@ -41,8 +41,16 @@ std::string Capture(const std::string& cmd) {
 Status PrepareFile(const std::string& path, uint64_t file_bytes) {
   constexpr uint64_t kChunk = 8 << 20;  // bytes per pwrite
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 &&
-      static_cast<uint64_t>(st.st_size) == file_bytes) {
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  // The file is replaced (a rename over the path) when its size is wrong:
+  // never do that to a device, a directory or a pipe.
+  if (exists && !S_ISREG(st.st_mode)) {
+    return Status::InvalidArgument(
+        "--file '" + path +
+        "' is not a regular file (a device, directory or pipe); it needs a "
+        "file it may create or rewrite, on the disk to test");
+  }
+  if (exists && static_cast<uint64_t>(st.st_size) == file_bytes) {
     return Status::OK();
   }
   std::fprintf(stderr, "bench local: writing %llu MiB to %s (once)\n",

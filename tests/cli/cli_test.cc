@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -237,6 +238,28 @@ TEST(CliCatTest, LocalFileByPathAndUrl) {
   EXPECT_EQ(past.exit_code, 1);
   EXPECT_THAT(past.err, HasSubstr("range [1048580, 1048680)"));
   EXPECT_THAT(past.err, HasSubstr("ends past its size 1048589"));
+  std::filesystem::remove_all(dir);
+}
+
+// bench local replaces a test file of the wrong size by renaming a new one
+// over it: a device, a pipe or a directory given as --file is refused before
+// anything is written, and stays what it was.
+TEST(CliBenchTest, LocalRefusesToReplaceWhatIsNotARegularFile) {
+  const std::string dir = ::testing::TempDir() + "rangeio_cli_bench_local";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/a directory");
+  const std::string fifo = dir + "/a pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {fifo, dir + "/a directory"}) {
+    SCOPED_TRACE(path);
+    const auto type = std::filesystem::status(path).type();
+    const CliRun r = RunCli({"bench", "local", "--file", path, "-q"});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("--file '" + path + "'"));
+    EXPECT_THAT(r.err, HasSubstr("is not a regular file"));
+    EXPECT_EQ(std::filesystem::status(path).type(), type);
+    EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  }
   std::filesystem::remove_all(dir);
 }
 
