@@ -22,7 +22,8 @@
 // fio's time-based run does, so that both run the full kRowSeconds and spread
 // their start-up (fresh buffers, registered memory) over as many reads. CPU is
 // getrusage(RUSAGE_SELF) over the row (every thread of the process, the
-// kernel's io_uring workers included); fio's is its own usr + sys.
+// kernel's io_uring workers included); fio's the same for its whole process
+// tree (RUSAGE_CHILDREN), less its start-up (FioStartupCpu).
 #include "bench_local.h"
 
 #include <sys/resource.h>
@@ -320,7 +321,8 @@ struct PairSummary {
   double cpu_min = 0;
   double cpu_max = 0;
   double fio_iops = 0;  // median
-  int drifted = 0;      // pairs whose fio IOPS was kFioDrift off the median
+  int pairs = 0;
+  int drifted = 0;  // pairs whose fio IOPS was kFioDrift off the median
 };
 
 // Runs the pairs of one block size, adds the median rows (by IOPS) to the
@@ -329,6 +331,8 @@ Result<PairSummary> RunPairs(const std::string& path, uint64_t bs,
                              std::span<const Region> regions, int pairs,
                              Report* rep, nlohmann::json* json) {
   std::vector<Pair> runs(static_cast<size_t>(pairs));
+  RANGEIO_ASSIGN_OR_RETURN(const double fio_startup,
+                           FioStartupCpu(path, bs, kConcurrency));
   for (int p = 0; p < pairs; ++p) {
     Pair& pair = runs[static_cast<size_t>(p)];
     pair.ours_first = p % 2 == 0;
@@ -344,14 +348,15 @@ Result<PairSummary> RunPairs(const std::string& path, uint64_t bs,
         Progress::Get().Phase(phase + " fio");
         const Region& r = regions[2 * p + side];
         RANGEIO_ASSIGN_OR_RETURN(
-            pair.fio,
-            RunFio(path, bs, kConcurrency, kRowSeconds, r.offset, r.bytes));
+            pair.fio, RunFio(path, bs, kConcurrency, kRowSeconds, r.offset,
+                             r.bytes, fio_startup));
         Progress::Get().AddReads(pair.fio.reads);
       }
     }
   }
   PairSummary sum;
   sum.block_size = bs;
+  sum.pairs = pairs;
   std::vector<double> iops;
   std::vector<double> cpu;
   std::vector<double> fio;
@@ -517,6 +522,13 @@ void AddTargets(Report* rep, bool have_fio,
         std::string("uring-direct / fio-uring-direct ") + t.what;
     if (!have_fio || t.sum == nullptr) {
       rep->AddSkipped(what, "fio missing: not compared");
+      continue;
+    }
+    if (2 * t.sum->drifted > t.sum->pairs) {  // the peer did not hold still
+      rep->AddSkipped(what, "fio drifted in " + std::to_string(t.sum->drifted) +
+                                " of " + std::to_string(t.sum->pairs) +
+                                " pairs: no verdict, measure on a quiet "
+                                "machine");
       continue;
     }
     const double ratio = t.sum->*t.ratio;

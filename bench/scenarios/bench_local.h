@@ -37,13 +37,19 @@ Result<double> DropCache(const std::string& path, uint64_t file_bytes);
 // fio's version ("fio-3.33"), or empty when fio cannot be run.
 std::string FioVersion();
 
+// The CPU seconds of a fio run that reads one block: its start-up and exit,
+// which RunFio subtracts from every run's.
+Result<double> FioStartupCpu(const std::string& path, uint64_t block_size,
+                             uint32_t iodepth);
+
 // fio's io_uring O_DIRECT random reads of `path`'s `bytes` from `offset`
 // at `iodepth` and `block_size` for `seconds` (time-based), as a row named
-// fio-uring-direct; an IoError naming the command when fio fails or prints
-// no report.
+// fio-uring-direct whose CPU is that of fio's whole process tree, less
+// `startup_cpu` (FioStartupCpu); an IoError naming the command when fio
+// fails or prints no report.
 Result<IoRow> RunFio(const std::string& path, uint64_t block_size,
                      uint32_t iodepth, int seconds, uint64_t offset,
-                     uint64_t bytes);
+                     uint64_t bytes, double startup_cpu);
 
 // The device holding `path` when it is virtual (virtio, Xen, Hyper-V, a loop
 // or RAM device): its host may serve "direct" reads from its own cache.

@@ -2,8 +2,10 @@
 // the disk under the test file is, and what of the file each run reads.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +36,17 @@ std::string Capture(const std::string& cmd) {
   while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   ::pclose(p);
   return out;
+}
+
+// User + system CPU of this process's reaped children (and theirs).
+double ChildrenCpuSeconds() {
+  rusage ru{};
+  ::getrusage(RUSAGE_CHILDREN, &ru);
+  auto sec = [](const timeval& tv) {
+    return static_cast<double>(tv.tv_sec) +
+           static_cast<double>(tv.tv_usec) / 1e6;
+  };
+  return sec(ru.ru_utime) + sec(ru.ru_stime);
 }
 
 }  // namespace
@@ -128,20 +141,52 @@ std::string FioVersion() {
   return v.rfind("fio-", 0) == 0 ? v : std::string();
 }
 
+namespace {
+
+// The command line of a fio run of random O_DIRECT io_uring reads; `extra`
+// bounds it (a run time, or a count of bytes).
+std::string FioCommand(const std::string& path, uint64_t block_size,
+                       uint32_t iodepth, uint64_t offset, uint64_t bytes,
+                       const std::string& extra) {
+  return "fio --name=rangeio-local --filename=" + ShellQuote(path) +
+         " --offset=" + std::to_string(offset) +
+         " --size=" + std::to_string(bytes) +
+         " --readonly --ioengine=io_uring --direct=1 --rw=randread"
+         " --iodepth=" +
+         std::to_string(iodepth) + " --bs=" + std::to_string(block_size) +
+         extra +
+         " --numjobs=1 --lat_percentiles=1 --output-format=json 2>/dev/null";
+}
+
+}  // namespace
+
+Result<double> FioStartupCpu(const std::string& path, uint64_t block_size,
+                             uint32_t iodepth) {
+  const double children0 = ChildrenCpuSeconds();
+  const std::string out =
+      Capture(FioCommand(path, block_size, iodepth, 0, block_size,
+                         " --io_size=" + std::to_string(block_size)));
+  const double cpu = ChildrenCpuSeconds() - children0;
+  if (out.find("\"jobs\"") == std::string::npos) {
+    return Status::IoError("bench local: fio's one-read run printed no report");
+  }
+  return cpu;
+}
+
 Result<IoRow> RunFio(const std::string& path, uint64_t block_size,
                      uint32_t iodepth, int seconds, uint64_t offset,
-                     uint64_t bytes) {
+                     uint64_t bytes, double startup_cpu) {
   const std::string cmd =
-      "fio --name=rangeio-local --filename=" + ShellQuote(path) +
-      " --offset=" + std::to_string(offset) +
-      " --size=" + std::to_string(bytes) +
-      " --readonly --ioengine=io_uring --direct=1 --rw=randread"
-      " --iodepth=" +
-      std::to_string(iodepth) + " --bs=" + std::to_string(block_size) +
-      " --runtime=" + std::to_string(seconds) +
-      " --time_based=1 --numjobs=1 --lat_percentiles=1"
-      " --output-format=json 2>/dev/null";
+      FioCommand(path, block_size, iodepth, offset, bytes,
+                 " --runtime=" + std::to_string(seconds) + " --time_based=1");
+  // fio reports its job thread's CPU alone (getrusage RUSAGE_THREAD): not
+  // the io_uring workers (iou-wrk) of reads the kernel could not issue
+  // without blocking, which our rows count (RUSAGE_SELF). So take fio's
+  // whole process tree, as reaped by pclose, less its start-up.
+  const double children0 = ChildrenCpuSeconds();
   const std::string out = Capture(cmd);
+  const double fio_tree_cpu =
+      std::max(0.0, ChildrenCpuSeconds() - children0 - startup_cpu);
   const size_t brace = out.find('{');
   const nlohmann::json j = nlohmann::json::parse(
       brace == std::string::npos ? std::string() : out.substr(brace), nullptr,
@@ -161,10 +206,18 @@ Result<IoRow> RunFio(const std::string& path, uint64_t block_size,
   row.seconds = job.value("job_runtime", 0.0) / 1e3;
   row.p50_us = pct.value("50.000000", 0.0) / 1e3;
   row.p99_us = pct.value("99.000000", 0.0) / 1e3;
-  row.cpu_seconds = (job.value("usr_cpu", 0.0) + job.value("sys_cpu", 0.0)) /
-                    100 * row.seconds;
-  row.note =
-      "fio --ioengine=io_uring --direct=1 --iodepth=" + std::to_string(iodepth);
+  const double job_thread_cpu =
+      (job.value("usr_cpu", 0.0) + job.value("sys_cpu", 0.0)) / 100 *
+      row.seconds;
+  row.cpu_seconds = fio_tree_cpu;
+  char thread_note[160];
+  std::snprintf(thread_note, sizeof thread_note,
+                "; CPU: the whole fio process less %.0f ms of start-up (its "
+                "job thread alone: %.0f%%)",
+                startup_cpu * 1e3,
+                fio_tree_cpu > 0 ? 100 * job_thread_cpu / fio_tree_cpu : 0.0);
+  row.note = "fio --ioengine=io_uring --direct=1 --iodepth=" +
+             std::to_string(iodepth) + thread_note;
   if (job.value("error", 0) != 0 || row.reads == 0) {
     return Status::IoError("bench local: fio failed (error " +
                            std::to_string(job.value("error", 0)) +
