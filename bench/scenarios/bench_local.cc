@@ -113,16 +113,6 @@ constexpr Strategy kNoDisk[] = {
 
 using Clock = std::chrono::steady_clock;
 
-double CpuSeconds() {
-  rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  auto sec = [](const timeval& tv) {
-    return static_cast<double>(tv.tv_sec) +
-           static_cast<double>(tv.tv_usec) / 1e6;
-  };
-  return sec(ru.ru_utime) + sec(ru.ru_stime);
-}
-
 std::string DefaultFile() {
   const char* dir = std::getenv("TMPDIR");
   return std::string(dir && *dir ? dir : "/tmp") + "/rangeio-local.bin";
@@ -204,7 +194,7 @@ Result<IoRow> RunOurs(const std::string& path, const Strategy& s,
   {
     RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(source, o));
     limiter = reader.limiter();
-    const double cpu0 = CpuSeconds();
+    const double cpu0 = CpuSeconds(RUSAGE_SELF);
     const auto t0 = Clock::now();
     const auto deadline = t0 + std::chrono::seconds(kRowSeconds);
     std::vector<ByteRange> laps;
@@ -242,7 +232,7 @@ Result<IoRow> RunOurs(const std::string& path, const Strategy& s,
       if (Clock::now() >= deadline) break;
     }
     row.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    row.cpu_seconds = CpuSeconds() - cpu0;
+    row.cpu_seconds = CpuSeconds(RUSAGE_SELF) - cpu0;
   }  // the stream is cancelled; its reads in flight finish on their own
   while (limiter->GetStats().in_flight != 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -24,6 +24,10 @@ struct Region {
 std::vector<Region> SplitFile(uint64_t file_bytes, uint64_t block_size,
                               size_t runs, uint64_t min_blocks);
 
+// User + system CPU seconds from getrusage(`who`): RUSAGE_SELF (every
+// thread of this process) or RUSAGE_CHILDREN (reaped children, e.g. fio).
+double CpuSeconds(int who);
+
 // Writes the simulated store's bytes (FillSimulatedBytes) to `path` unless
 // it has exactly `file_bytes` already, and syncs them so that the cache can
 // be dropped.

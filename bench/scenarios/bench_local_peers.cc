@@ -38,18 +38,17 @@ std::string Capture(const std::string& cmd) {
   return out;
 }
 
-// User + system CPU of this process's reaped children (and theirs).
-double ChildrenCpuSeconds() {
+}  // namespace
+
+double CpuSeconds(int who) {
   rusage ru{};
-  ::getrusage(RUSAGE_CHILDREN, &ru);
+  ::getrusage(who, &ru);
   auto sec = [](const timeval& tv) {
     return static_cast<double>(tv.tv_sec) +
            static_cast<double>(tv.tv_usec) / 1e6;
   };
   return sec(ru.ru_utime) + sec(ru.ru_stime);
 }
-
-}  // namespace
 
 Status PrepareFile(const std::string& path, uint64_t file_bytes) {
   constexpr uint64_t kChunk = 8 << 20;  // bytes per pwrite
@@ -162,11 +161,11 @@ std::string FioCommand(const std::string& path, uint64_t block_size,
 
 Result<double> FioStartupCpu(const std::string& path, uint64_t block_size,
                              uint32_t iodepth) {
-  const double children0 = ChildrenCpuSeconds();
+  const double children0 = CpuSeconds(RUSAGE_CHILDREN);
   const std::string out =
       Capture(FioCommand(path, block_size, iodepth, 0, block_size,
                          " --io_size=" + std::to_string(block_size)));
-  const double cpu = ChildrenCpuSeconds() - children0;
+  const double cpu = CpuSeconds(RUSAGE_CHILDREN) - children0;
   if (out.find("\"jobs\"") == std::string::npos) {
     return Status::IoError("bench local: fio's one-read run printed no report");
   }
@@ -183,10 +182,10 @@ Result<IoRow> RunFio(const std::string& path, uint64_t block_size,
   // the io_uring workers (iou-wrk) of reads the kernel could not issue
   // without blocking, which our rows count (RUSAGE_SELF). So take fio's
   // whole process tree, as reaped by pclose, less its start-up.
-  const double children0 = ChildrenCpuSeconds();
+  const double children0 = CpuSeconds(RUSAGE_CHILDREN);
   const std::string out = Capture(cmd);
   const double fio_tree_cpu =
-      std::max(0.0, ChildrenCpuSeconds() - children0 - startup_cpu);
+      std::max(0.0, CpuSeconds(RUSAGE_CHILDREN) - children0 - startup_cpu);
   const size_t brace = out.find('{');
   const nlohmann::json j = nlohmann::json::parse(
       brace == std::string::npos ? std::string() : out.substr(brace), nullptr,
