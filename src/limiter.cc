@@ -19,9 +19,7 @@ LimiterCore::LimiterCore(uint32_t io_concurrency, uint32_t budget_count,
 struct LimiterCore::PumpFrame {
   const LimiterCore* core = nullptr;
   std::vector<Grant> grants;
-  std::vector<uint64_t> done_latency_ns;
-  uint64_t done_bytes = 0;
-  uint64_t done_errors = 0;
+  uint64_t done = 0;  // permits of reads that completed inline
 };
 
 namespace {
@@ -78,19 +76,20 @@ void LimiterCore::Withdraw(PermitClient* c) {
 // A read that completed inside this thread's own pump of this limiter hands
 // its permit back when that pump re-takes the lock, right after the OnGrant
 // call that issued it returns: one lock round-trip fewer per inline read.
-void LimiterCore::ReadsDone(const uint64_t* latency_ns, size_t n,
-                            uint64_t bytes, uint64_t errors) {
+void LimiterCore::ReadsDone(size_t n) {
   if (PumpFrame* f = FrameOf(this)) {
-    f->done_latency_ns.insert(f->done_latency_ns.end(), latency_ns,
-                              latency_ns + n);
-    f->done_bytes += bytes;
-    f->done_errors += errors;
+    f->done += n;
     return;
   }
   MutexLock lk(mu_, MutexLock::Spin::kYes);
   in_flight_ -= n;
-  StatsRecorder::AddReads(&stats_, latency_ns, n, bytes, errors);
   Pump();
+}
+
+void LimiterCore::RecordReads(const uint64_t* latency_ns, size_t n,
+                              uint64_t bytes, uint64_t errors) {
+  MutexLock lk(mu_);
+  StatsRecorder::AddReads(&stats_, latency_ns, n, bytes, errors);
 }
 
 // Hands back the limiter's hold on itself when the last retained response
@@ -246,14 +245,8 @@ void LimiterCore::RecordHedges(uint64_t issued, uint64_t won, uint64_t bytes) {
 }
 
 void LimiterCore::ApplyInlineDoneLocked(PumpFrame& f) {
-  const uint64_t n = f.done_latency_ns.size();
-  if (n == 0) return;
-  in_flight_ -= n;
-  StatsRecorder::AddReads(&stats_, f.done_latency_ns.data(), n, f.done_bytes,
-                          f.done_errors);
-  f.done_latency_ns.clear();
-  f.done_bytes = 0;
-  f.done_errors = 0;
+  in_flight_ -= f.done;
+  f.done = 0;
 }
 
 Stats LimiterCore::GetStats() const {

@@ -108,11 +108,14 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
   // Removes `c` from the queue; it is granted nothing more.
   void Withdraw(PermitClient* c) EXCLUDES(mu_);
 
-  // A backend read finished: its I/O permit comes back. Stats record it.
-  // `n` backend reads finished together (one lock for all): `bytes` read in
-  // all, `errors` of them failed.
-  void ReadsDone(const uint64_t* latency_ns, size_t n, uint64_t bytes,
-                 uint64_t errors) EXCLUDES(mu_);
+  // `n` backend reads finished together: their I/O permits come back (one
+  // lock for all).
+  void ReadsDone(size_t n) EXCLUDES(mu_);
+  // A stream adds its finished reads to the stats under its own lock, with
+  // its deliveries, so that a consumer that has seen the end of a stream
+  // sees all of its reads counted here too.
+  void RecordReads(const uint64_t* latency_ns, size_t n, uint64_t bytes,
+                   uint64_t errors) EXCLUDES(mu_);
   // A response's budget comes back (its last Slice was released, or it
   // failed or was dropped before delivery).
   void ReleaseResponse(uint64_t bytes) { ReleaseResponses(1, bytes); }

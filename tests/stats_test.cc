@@ -305,6 +305,29 @@ TEST(StatsAccountingTest, ReaderAndLimiterMatchHandCount) {
   EXPECT_GE(l.peak_retained_bytes, 100u);
 }
 
+// A consumer that has seen a stream's end sees all its reads in the
+// limiter's stats, though the reads complete on the source's own thread
+// (their permits may still be on the way back: in_flight is a live gauge).
+TEST(StatsAccountingTest, LimiterHasCountedEveryReadWhenTheStreamEnds) {
+  auto gate =
+      GatedSource::Make("async", 1ull << 36, GatedSource::Mode::kPassAsync);
+  auto limiter = Limiter::Make(testing::LimitOptions(2));
+  ASSERT_TRUE(limiter.ok());
+  auto reader = Reader::Open(gate, {}, *limiter);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  const auto ranges = testing::SpreadRanges(2, 8);
+  for (uint64_t i = 1; i <= 20000; ++i) {
+    auto s = reader->ReadRanges(ranges, Delivery::kAsCompleted);
+    ASSERT_TRUE(s.ok());
+    auto d = testing::Drain(*s, ranges);
+    ASSERT_TRUE(d.status.ok()) << d.status.ToString();
+    const Stats l = (*limiter)->GetStats();
+    ASSERT_EQ(l.physical_reads, 2 * i) << "after stream " << i;
+    ASSERT_EQ(l.read_latency.count(), 2 * i) << "after stream " << i;
+    ASSERT_EQ(l.ranges_delivered, 2 * i) << "after stream " << i;
+  }
+}
+
 TEST(StatsAccountingTest, ClonesShareReaderStats) {
   auto gate =
       GatedSource::Make("g", 1ull << 36, GatedSource::Mode::kPassInline);

@@ -3,7 +3,10 @@
 // Every aggregate here has a fixed size, whatever the number of reads:
 // counters, sums, min/max and a fixed-bucket log-linear latency histogram.
 // A Limiter keeps one for all its readers and a Reader one for its source
-// handle (shared with its clones). GetStats() returns a snapshot.
+// handle (shared with its clones). GetStats() returns a snapshot. Once a
+// stream has delivered its end, both hold all of its reads and deliveries
+// (a dropped stream's, once its last read in flight completed); occupancy
+// (below) is live: a completing thread may return a permit just after.
 //
 // Thread-safety: LatencyHistogram and Stats are plain values; the recorders
 // that fill them inside the library are thread-safe.

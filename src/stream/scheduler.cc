@@ -189,15 +189,15 @@ void StreamState::ExtendAdmission() {
 
 void StreamState::OnReadDone(uint64_t tag, Result<Slice> bytes) {
   ReadCompletion done{tag, std::move(bytes)};
-  CompleteReads<1>({&done, 1});
+  CompleteReads({&done, 1});
 }
 
 void StreamState::OnReadsDone(std::span<ReadCompletion> done) {
   while (done.size() > kCompletionChunk) {
-    CompleteReads<kCompletionChunk>(done.first(kCompletionChunk));
+    CompleteReads(done.first(kCompletionChunk));
     done = done.subspan(kCompletionChunk);
   }
-  CompleteReads<kCompletionChunk>(done);
+  CompleteReads(done);
 }
 
 // A slot's index is written under mu_ before its read is issued and does not
@@ -206,25 +206,18 @@ uint64_t StreamState::InFlightIndex(uint64_t tag) const {
   return slots_[tag].index;
 }
 
-// Files up to N finished reads under one lock of the stream and hands their
-// permits back with one call to the limiter.
+// Files finished reads (at most kCompletionChunk) under one lock of the stream
+// and hands their permits back with one call to the limiter.
 //
 // A result keeps its share of the response budget until it is handed out
 // (then its Lease, made on the consumer's thread, keeps it) or dropped; a
 // failed read's too, until its error is delivered: occupied slots never
 // exceed the budget. A dropped stream's go back here.
-template <size_t N>
 void StreamState::CompleteReads(std::span<ReadCompletion> done) {
   std::shared_ptr<StreamState> keepalive;  // destroyed last: may free this
   const uint64_t now = NowNanos();
   const size_t n = done.size();
-  std::array<uint64_t, N> latency;
-  uint64_t got = 0;
-  uint64_t errors = 0;
-  for (ReadCompletion& d : done) {
-    got += CheckLength(d);
-    errors += d.bytes.ok() ? 0 : 1;
-  }
+  for (ReadCompletion& d : done) CheckLength(d);
   uint64_t dropped = 0;
   uint64_t dropped_bytes = 0;
   const bool inline_done = tls_granting == this;
@@ -232,30 +225,28 @@ void StreamState::CompleteReads(std::span<ReadCompletion> done) {
   {
     MutexLock lk(mu_, MutexLock::Spin::kYes);
     for (size_t i = 0; i < n; ++i) {
-      latency[i] = now - slots_[done[i].tag].submit_ns;
-      FileCompletionLocked(done[i], latency[i], &dropped, &dropped_bytes);
+      FileCompletionLocked(done[i], now - slots_[done[i].tag].submit_ns,
+                           &dropped, &dropped_bytes);
     }
     next_chunk = AfterCompletionsLocked(inline_done);
     keepalive = HoldSelfLocked(inline_done);
   }
   // The permits go back last: they may admit this stream's next reads.
-  limiter_->ReadsDone(latency.data(), n, got, errors);
+  limiter_->ReadsDone(n);
   if (next_chunk) {
     limiter_->Extend(shared_from_this(), limiter_->io_concurrency());
   }
   if (dropped > 0) limiter_->ReleaseResponses(dropped, dropped_bytes);
 }
 
-// A read that returned other than its range's length failed. Returns the
-// bytes it read (0 if it failed).
-uint64_t StreamState::CheckLength(ReadCompletion& done) const {
+// A read that returned other than its range's length failed.
+void StreamState::CheckLength(ReadCompletion& done) const {
   const uint64_t length = ranges_[InFlightIndex(done.tag)].length;
   if (done.bytes.ok() && done.bytes->size() != length) {
     done.bytes = Status::IoError("backend returned " +
                                  std::to_string(done.bytes->size()) +
                                  " bytes instead of " + std::to_string(length));
   }
-  return done.bytes.ok() ? length : 0;
 }
 
 // Puts one finished read's result (or error) in its slot, or drops it if
@@ -383,6 +374,8 @@ void StreamState::FlushStatsLocked() {
   if (reads_.n != 0) {
     stats_->RecordReads(reads_.latency.data(), reads_.n, reads_.bytes,
                         reads_.errors);
+    limiter_->RecordReads(reads_.latency.data(), reads_.n, reads_.bytes,
+                          reads_.errors);
     reads_ = {};
   }
   if (unflushed_ == 0 && cancelled_ == 0) return;

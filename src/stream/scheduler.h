@@ -145,10 +145,9 @@ class StreamState final : public StreamBase,
   void ExtendAdmission() EXCLUDES(mu_);
 
   // --- Completion ---
-  template <size_t N>
   void CompleteReads(std::span<ReadCompletion> done) EXCLUDES(mu_);
+  void CheckLength(ReadCompletion& done) const;
   // A slot's index, read without mu_ by the completion of its read.
-  uint64_t CheckLength(ReadCompletion& done) const;
   uint64_t InFlightIndex(uint64_t tag) const
       NO_THREAD_SAFETY_ANALYSIS;  // stable while the read is in flight
   void FileCompletionLocked(ReadCompletion& done, uint64_t latency_ns,
