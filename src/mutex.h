@@ -56,7 +56,8 @@ class CAPABILITY("mutex") Mutex {
   bool TryLock() TRY_ACQUIRE(true) { return mu_.try_lock(); }
 
   // Spins kLockSpins times before blocking. For the locks a completion
-  // thread and a consumer take for every read (a stream's, the limiter's):
+  // thread and a consumer take for every read (a stream's, the limiter's,
+  // an io_uring ring's queue and its registered-buffer free lists):
   // their critical sections last well under a microsecond, so a spin nearly
   // always wins where blocking costs a futex sleep and a wake-up
   // (bench local, 4 KiB O_DIRECT reads, shows the difference).

@@ -66,7 +66,7 @@ class FixedBuffers : public std::enable_shared_from_this<FixedBuffers> {
     uint32_t index = 0;
     std::byte* data = nullptr;
     {
-      MutexLock lk(mu_);
+      MutexLock lk(mu_, MutexLock::Spin::kYes);
       if (free_.empty() && !GrowLocked(ring)) return -1;
       index = free_.back();
       free_.pop_back();
@@ -107,7 +107,7 @@ class FixedBuffers : public std::enable_shared_from_this<FixedBuffers> {
   }
 
   void Give(uint32_t index) EXCLUDES(mu_) {
-    MutexLock lk(mu_);
+    MutexLock lk(mu_, MutexLock::Spin::kYes);
     free_.push_back(index);
   }
 
@@ -174,7 +174,7 @@ class SmallBuffers {
     uint32_t slot = 0;
     std::byte* data = nullptr;
     {
-      MutexLock lk(mu_);
+      MutexLock lk(mu_, MutexLock::Spin::kYes);
       if (free_.empty() && !MapLocked(ring)) return -1;
       slot = free_.back();
       free_.pop_back();
@@ -255,7 +255,7 @@ class SmallBuffers {
   void Give(uint32_t slot) EXCLUDES(mu_) {
     bool last = false;
     {
-      MutexLock lk(mu_);
+      MutexLock lk(mu_, MutexLock::Spin::kYes);
       free_.push_back(slot);
       last = orphaned_ && free_.size() == slots_;
     }

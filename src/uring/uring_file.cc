@@ -130,7 +130,7 @@ class Ring : public std::enable_shared_from_this<Ring> {
   void Submit(LocalRead r) EXCLUDES(mu_) {
     bool wake = false;
     {
-      MutexLock lk(mu_);
+      MutexLock lk(mu_, MutexLock::Spin::kYes);
       pending_.push_back(std::move(r));
       wake = WakeNeededLocked();
     }
@@ -143,7 +143,7 @@ class Ring : public std::enable_shared_from_this<Ring> {
       EXCLUDES(mu_) {
     bool wake = false;
     {
-      MutexLock lk(mu_);
+      MutexLock lk(mu_, MutexLock::Spin::kYes);
       for (const ReadRequest& r : reads) {
         pending_.push_back(PlanLocalRead(*file_, r.range, sink, r.tag));
       }
@@ -273,7 +273,7 @@ class Ring : public std::enable_shared_from_this<Ring> {
     finished.reserve(depth_);
     for (;;) {
       {
-        MutexLock lk(mu_);
+        MutexLock lk(mu_, MutexLock::Spin::kYes);
         TakePendingLocked(&issue);
         if (issue.empty() && free_.size() == depth_) {
           // Idle: poll for new reads before sleeping (see kPolls).
@@ -298,7 +298,7 @@ class Ring : public std::enable_shared_from_this<Ring> {
       (void)io_uring_submit_and_wait(&ring_, 1);
       enters_.fetch_add(1, std::memory_order_relaxed);
       {
-        MutexLock lk(mu_);
+        MutexLock lk(mu_, MutexLock::Spin::kYes);
         sleeping_ = false;
         wake_sent_ = false;
       }
@@ -341,7 +341,7 @@ class Ring : public std::enable_shared_from_this<Ring> {
   // of the reaped batch) and the re-queued short reads in `issue`.
   void SubmitQueued(std::vector<uint32_t>* issue) EXCLUDES(mu_) {
     {
-      MutexLock lk(mu_);
+      MutexLock lk(mu_, MutexLock::Spin::kYes);
       TakePendingLocked(issue);
     }
     if (issue->empty()) return;
