@@ -180,9 +180,10 @@ Result<std::unique_ptr<::faiss::Index>> OpenIvfIndex(
   }
   ::faiss::IndexIVF* ivf = ::faiss::ivflib::try_extract_index_ivf(index.get());
   if (ivf == nullptr) {
+    const ::faiss::Index& found = *index;  // typeid of an object, not a call
     return Status::InvalidArgument(
         "'" + name + "' is a FAISS index but not an IVF one (" +
-        typeid(*index).name() + "): it has no posting lists to read");
+        typeid(found).name() + "): it has no posting lists to read");
   }
   std::vector<RangeInvertedLists::Extent> extents;
   Reader data = reader;
