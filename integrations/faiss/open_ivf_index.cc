@@ -180,7 +180,7 @@ Result<std::unique_ptr<::faiss::Index>> OpenIvfIndex(
   }
   ::faiss::IndexIVF* ivf = ::faiss::ivflib::try_extract_index_ivf(index.get());
   if (ivf == nullptr) {
-    const ::faiss::Index& found = *index;  // typeid of an object, not a call
+    const ::faiss::Index& found = *index;  // no call inside typeid
     return Status::InvalidArgument(
         "'" + name + "' is a FAISS index but not an IVF one (" +
         typeid(found).name() + "): it has no posting lists to read");
