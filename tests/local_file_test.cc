@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdlib>
 #include <memory>
@@ -26,6 +27,7 @@
 
 #include "local/local_read.h"
 #include "rangeio/rangeio.h"
+#include "support/collecting_sink.h"
 #include "support/gated_source.h"
 #include "support/source_conformance.h"
 #include "support/test_util.h"
@@ -351,6 +353,111 @@ TEST_F(LocalFileTest, NopRingDeliversEveryRangeOnce) {
   EXPECT_LE(reader->limiter()->GetStats().peak_in_flight, 8u);
   ExpectLimiterDrains(*reader->limiter());
   EXPECT_THAT((*source)->Describe(), HasSubstr("IORING_OP_NOP"));
+}
+
+// Opens the no-disk io_uring engine over a small O_DIRECT file, or says why
+// not (the test then skips).
+Result<std::shared_ptr<Source>> OpenNopRing(const std::string& path,
+                                            uint32_t depth) {
+  auto file = detail::OpenFileHandle(path, true);
+  if (!file.ok()) return file.status();
+  LocalFileOptions o;
+  o.threads = depth;
+  return detail::MakeUringNopFile(*file, o);
+}
+
+// A sink whose first completion holds the thread that delivers it until
+// Release(): the test can keep the ring thread busy in a callback.
+class HoldingSink final : public ReadSink {
+ public:
+  void OnReadDone(uint64_t tag, Result<Slice> bytes) override {
+    (void)tag;
+    (void)bytes;
+    std::unique_lock<std::mutex> lock(mu_);
+    thread_ = std::this_thread::get_id();
+    entered_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return released_; });
+  }
+  bool WaitEntered() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, testing::kHangGuard, [&] { return entered_; });
+  }
+  std::thread::id thread() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return thread_;
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool entered_ = false;
+  bool released_ = false;
+  std::thread::id thread_;
+};
+
+// A consumer that waits (Source::Assist) drives the io_uring ring itself:
+// with the ring thread held in a callback, the consumer submits its queued
+// read, reaps it and delivers it on its own thread, and says so. Assist
+// completes no more than it is asked for.
+TEST_F(LocalFileTest, WaitingConsumerDrivesTheRing) {
+  std::string path = WriteFile("drive.bin", 1 << 20);
+  HoldingSink hold;  // outlives the ring, which is released before it ends
+  auto source = OpenNopRing(path, 8);
+  if (!source.ok()) GTEST_SKIP() << source.status().ToString();
+  struct Releaser {
+    HoldingSink& sink;
+    ~Releaser() { sink.Release(); }
+  } releaser{hold};
+  (*source)->Read({0, 4096}, &hold, 0);
+  ASSERT_TRUE(hold.WaitEntered());
+  ASSERT_NE(hold.thread(), std::this_thread::get_id());
+
+  testing::CollectingSink sink;
+  for (uint64_t i = 0; i < 3; ++i) {
+    (*source)->Read({(i + 1) * 4096, 4096}, &sink, i);
+  }
+  EXPECT_EQ((*source)->Assist(0), 0u);
+  EXPECT_EQ(sink.count(), 0u) << "the ring thread is held: nothing ran yet";
+  EXPECT_EQ((*source)->Assist(2), 2u);
+  EXPECT_EQ((*source)->Assist(2), 1u);
+  ASSERT_EQ(sink.count(), 3u);
+  for (uint64_t i = 0; i < 3; ++i) {
+    const auto done = sink.Get(i);
+    EXPECT_EQ(done.thread, std::this_thread::get_id()) << "read " << i;
+    ASSERT_TRUE(done.bytes.ok()) << done.bytes.status().ToString();
+    EXPECT_EQ(done.bytes->size(), 4096u);
+  }
+  EXPECT_EQ(sink.duplicates(), 0u);
+  EXPECT_THAT((*source)->Describe(),
+              HasSubstr("3 delivered by waiting consumers"));
+}
+
+// A thread that drove the ring queues reads outside Assist without waking
+// the ring thread (it would submit them at its next Assist). When it never
+// comes back, the reads still go out: the ring thread's sleep is bounded
+// while a consumer drives. Each round drives, lets another thread's read
+// put the ring thread to sleep, then queues a read and only waits.
+TEST_F(LocalFileTest, ReadsOfADriverThatDoesNotComeBackStillComplete) {
+  std::string path = WriteFile("grace.bin", 1 << 20);
+  auto source = OpenNopRing(path, 8);
+  if (!source.ok()) GTEST_SKIP() << source.status().ToString();
+  for (uint64_t round = 0; round < 200; ++round) {
+    testing::CollectingSink other;
+    testing::CollectingSink mine;
+    (void)(*source)->Assist(8);
+    std::thread([&] { (*source)->Read({0, 4096}, &other, 0); }).join();
+    ASSERT_TRUE(other.WaitFor(1, testing::kHangGuard)) << "round " << round;
+    (*source)->Read({4096, 4096}, &mine, 1);
+    ASSERT_TRUE(mine.WaitFor(1, testing::kHangGuard)) << "round " << round;
+    const auto done = mine.Get(1);
+    ASSERT_TRUE(done.bytes.ok()) << done.bytes.status().ToString();
+  }
 }
 
 // Many short streams over the pread pool (completions on several threads at

@@ -46,8 +46,9 @@ struct LocalFileOptions {
   // Try each buffered read inline with preadv2(RWF_NOWAIT) first: a
   // page-cache hit then completes on the calling thread with no hand-off; a
   // miss (EAGAIN) goes to the pool or the ring. Never with `direct` (a
-  // direct read has no cache to hit; it would block the caller), nor on the
-  // io_uring thread itself (its next io_uring_enter does the read for less).
+  // direct read has no cache to hit; it would block the caller), nor on a
+  // thread driving the io_uring ring (its ring thread, or a waiting consumer:
+  // its next io_uring_enter does the read for less).
   // On by default: hits gain much (bench hot-cache, row page-cache) and a
   // miss costs one failed preadv2 call, lost in the noise of cold reads
   // (bench local).

@@ -133,11 +133,12 @@ class Source {
 
   // Runs, on the calling thread, up to `max_reads` reads this source has
   // queued for its own threads and can finish without blocking (page-cache
-  // hits waiting for a helper thread), completing them as usual; returns
-  // how many it ran. A Reader's consumer calls it when it has no result to
-  // take and would otherwise wait: the waiting thread does the work instead
-  // of idling while the source's threads do it. Never blocks on I/O.
-  // Thread-safe. The default runs nothing.
+  // hits waiting for a helper thread; an io_uring ring's submissions and
+  // completions), completing them as usual; returns how many it completed.
+  // A Reader's consumer calls it when it has no result to take and would
+  // otherwise wait: the waiting thread does the work instead of idling
+  // while the source's threads do it. Never blocks on I/O. Thread-safe.
+  // The default runs nothing.
   virtual size_t Assist(size_t max_reads) {
     (void)max_reads;
     return 0;

@@ -86,8 +86,9 @@ class StreamState final : public StreamBase,
  private:
   // A consumer spins at most this many yields before sleeping.
   static constexpr int kSpins = 64;
-  // Reads one call of Source::Assist may run for a waiting consumer.
-  static constexpr size_t kAssistReads = 8;
+  // Reads one call of Source::Assist may complete for a waiting consumer:
+  // a few io_uring batches (the pread pool runs at most 16 at a time).
+  static constexpr size_t kAssistReads = 256;
   // Completions handled under one lock (OnReadsDone splits larger batches).
   static constexpr size_t kCompletionChunk = 32;
   // Results a stream whose reads complete inline may run ahead of its

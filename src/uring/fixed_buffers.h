@@ -2,8 +2,8 @@
 // direct reads (uring_file.cc): 1 MiB slots for wide reads (FixedBuffers),
 // one arena of 4 KiB slots for small ones (SmallBuffers).
 //
-// Thread-safety: Take() on the ring thread only (it registers with the
-// ring); slices of the buffers may be released on any thread.
+// Thread-safety: Take() under the ring's drive lock only (it registers with
+// the ring); slices of the buffers may be released on any thread.
 #pragma once
 
 #include <liburing.h>
@@ -44,8 +44,8 @@ constexpr size_t kFixedSlotBytes = size_t{1} << 20;
 // read: a read that finds no free slot uses ordinary memory. The slots
 // outlive the ring while callers hold slices of them.
 //
-// Thread-safety: Take() on the ring thread only (it registers); slices may
-// be released on any thread.
+// Thread-safety: Take() under the ring's drive lock only (it registers);
+// slices may be released on any thread.
 class FixedBuffers : public std::enable_shared_from_this<FixedBuffers> {
  public:
   explicit FixedBuffers(uint32_t max_slots) : max_slots_(max_slots) {}
@@ -137,8 +137,8 @@ class FixedBuffers : public std::enable_shared_from_this<FixedBuffers> {
 // deleted once it is orphaned and every slot is back (slices outlive the
 // ring), without a reference count touched per read by both threads.
 //
-// Thread-safety: Take() on the ring thread only (it registers); slices may
-// be released on any thread.
+// Thread-safety: Take() under the ring's drive lock only (it registers);
+// slices may be released on any thread.
 constexpr size_t kSmallSlotBytes = 4096;
 // Slots per unit of queue depth: the reads in flight (1x) plus the results
 // a consumer may hold (the default response budget is 2C), with room to
