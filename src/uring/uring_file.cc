@@ -81,7 +81,6 @@
 #include <utility>
 #include <vector>
 
-#include "clock.h"
 #include "mutex.h"
 #include "rangeio/planner.h"
 #include "thread_name.h"
@@ -115,10 +114,11 @@ constexpr size_t kEagerSubmitEvery = 4;
 constexpr int kPolls = 16;
 
 // Once a consumer has driven the ring, the ring thread's idle sleep lasts
-// at most this long, and reads that consumer queues outside Assist (when
-// it releases results) wake nothing: it submits them at its next Assist, or
-// the ring thread does after this. Long enough that a consumer taking its
-// results comes back first, short against a disk read's latency.
+// at most this long (renewed while consumers keep driving), and reads that
+// consumer queues outside Assist (when it releases results) wake nothing:
+// it submits them at its next Assist, or the ring thread does one or two
+// of these after it stopped. Long enough that a consumer taking its results
+// comes back first, short against a disk read's latency.
 constexpr std::chrono::microseconds kDriverGrace{100};
 
 // Rounds of submit, reap and deliver in one Assist while reads complete at
