@@ -133,7 +133,13 @@ def test_read_async_futures():
 def test_read_async_from_many_threads_over_two_sources(pattern_file):
     path, size = pattern_file
     sim = rangeio.testing.simulated_source(size, latency_ms=1)
-    batched = rangeio.BatchedReader([rangeio.open(path), rangeio.open(sim)])
+    # Each thread holds every result until it has all 50, so each source's
+    # budget must hold all 8 x 25 of its results: at the default 128 the test
+    # passed only when batching merged enough of them (it stalled with a
+    # BudgetError when it did not; 16, 32 and 64 always stall).
+    budget = {"response_budget_count": 256}
+    batched = rangeio.BatchedReader([rangeio.open(path, **budget),
+                                     rangeio.open(sim, **budget)])
     assert batched.source_count == 2 and batched.size(1) == size
 
     def work(i):
