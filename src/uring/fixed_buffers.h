@@ -1,5 +1,5 @@
 // fixed_buffers.h (internal) — the io_uring engine's registered buffers for
-// direct reads (uring_file.cc): 1 MiB slots for wide reads (FixedBuffers),
+// direct reads (ring.cc): 1 MiB slots for wide reads (FixedBuffers),
 // one arena of 4 KiB slots for small ones (SmallBuffers).
 //
 // Thread-safety: Take() under the ring's drive lock only (it registers with
