@@ -277,6 +277,97 @@ TEST_F(LocalFileTest, SmallDirectReadsUseTheRegisteredArenaAndFallBack) {
   EXPECT_EQ(d.find("(0 into registered buffers)"), std::string::npos) << d;
 }
 
+// The count in Describe()'s "(N into registered buffers)".
+uint64_t RegisteredReads(Source& source) {
+  const std::string d = source.Describe();
+  const size_t end = d.find(" into registered buffers)");
+  const size_t begin = d.rfind('(', end);
+  if (end == std::string::npos || begin == std::string::npos) {
+    ADD_FAILURE() << "no registered-buffer count in: " << d;
+    return 0;
+  }
+  return std::stoull(d.substr(begin + 1, end - begin - 1));
+}
+
+// Arena slots come back whichever threads release them, while the ring
+// takes others: slices handed to three threads that release them as the
+// reads go on; then, every slice gone, a request that holds all 16 slots at
+// once finds each of them free (none lost between threads).
+TEST_F(LocalFileTest, ArenaSlotsReleasedOnOtherThreadsAllComeBack) {
+  std::string path = WriteFile("arena-threads.bin", 4 << 20);
+  LocalFileOptions o;
+  o.engine = LocalEngine::kUring;
+  o.direct = true;
+  o.threads = 4;  // 16 arena slots
+  auto source = OpenLocalFile(path, o);
+  if (!source.ok() && testing::IsDirectUnsupported(source.status())) {
+    GTEST_SKIP() << source.status().ToString();
+  }
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  Options options = LimitOptions(4, 16, 16 * 4096);
+  options.planner = PlannerOptions::None();
+  auto reader = Reader::Open(*source, options);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  std::vector<ByteRange> ranges;
+  for (uint64_t i = 0; i < 3000; ++i) {
+    ranges.push_back({i * 37 % 1024 * 4096, 4096});
+  }
+  constexpr size_t kReleasers = 3;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::vector<Slice>> queues(kReleasers);
+  bool done = false;
+  std::vector<std::thread> releasers;
+  for (size_t k = 0; k < kReleasers; ++k) {
+    releasers.emplace_back([&, k] {
+      std::vector<Slice> mine;
+      std::unique_lock<std::mutex> lk(mu);
+      for (;;) {
+        cv.wait(lk, [&] { return done || !queues[k].empty(); });
+        if (queues[k].empty()) return;
+        mine.swap(queues[k]);
+        lk.unlock();
+        mine.clear();  // releases the slots, off the consumer's thread
+        lk.lock();
+      }
+    });
+  }
+  size_t delivered = 0;
+  {
+    auto stream = reader->ReadRanges(ranges, Delivery::kAsCompleted);
+    ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+    for (;;) {
+      auto r = stream->Next();
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      if (!*r) break;
+      EXPECT_TRUE(MatchesPattern(ranges[(*r)->index], (*r)->bytes.span()));
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        queues[delivered % kReleasers].push_back(std::move((*r)->bytes));
+      }
+      cv.notify_all();
+      ++delivered;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    done = true;
+  }
+  cv.notify_all();
+  for (std::thread& t : releasers) t.join();
+  EXPECT_EQ(delivered, ranges.size());
+  const uint64_t before = RegisteredReads(**source);
+  EXPECT_GT(before, 0u);
+  const std::vector<ByteRange> all(ranges.begin(), ranges.begin() + 16);
+  auto stream = reader->ReadRanges(all, Delivery::kAsCompleted);
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  auto held = testing::Drain(*stream, all, nullptr, true);
+  ASSERT_TRUE(held.status.ok()) << held.status.ToString();
+  EXPECT_EQ(held.bad_bytes, 0u);
+  EXPECT_EQ(RegisteredReads(**source) - before, all.size())
+      << (*source)->Describe();
+}
+
 // Slices of the 4 KiB arena outlive the source, its ring and the reader:
 // the arena goes only when the last of them is released (ASan's leak check
 // fails the run if it never goes).

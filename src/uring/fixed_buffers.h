@@ -133,12 +133,15 @@ class FixedBuffers : public std::enable_shared_from_this<FixedBuffers> {
 // Each slot has the memory for its Slice's shared_ptr control block beside
 // it (SlotAllocator), so taking a slot allocates nothing, and the slot is
 // given back when that block is freed, the last thing a shared_ptr does.
-// The arena owns itself: the ring gives it up with Orphan(), and it is
-// deleted once it is orphaned and every slot is back (slices outlive the
-// ring), without a reference count touched per read by both threads.
+// No lock is taken per read: Take() pops from a free list only the drive
+// lock's holder touches, and a released slot is pushed with one CAS onto a
+// shared stack that Take() empties into that list, all at once, when the
+// list runs dry. The arena owns itself: the ring gives it up with Orphan(),
+// and it is deleted once it is orphaned and every slot is back (slices
+// outlive the ring), without a reference count touched per read.
 //
-// Thread-safety: Take() under the ring's drive lock only (it registers);
-// slices may be released on any thread.
+// Thread-safety: Take() and Orphan() under the ring's drive lock only (they
+// own the free list; Take registers); slices may be released on any thread.
 constexpr size_t kSmallSlotBytes = 4096;
 // Slots per unit of queue depth: the reads in flight (1x) plus the results
 // a consumer may hold (the default response budget is 2C), with room to
@@ -171,21 +174,18 @@ class SmallBuffers {
   // returns the arena's table index; -1 when no slot is free (or the kernel
   // refused to register the arena).
   int Take(io_uring* ring, LocalRead& r) {
-    uint32_t slot = 0;
-    std::byte* data = nullptr;
-    {
-      MutexLock lk(mu_, MutexLock::Spin::kYes);
-      if (free_.empty() && !MapLocked(ring)) return -1;
-      slot = free_.back();
-      free_.pop_back();
-      data = arena_ + size_t{slot} * kSmallSlotBytes;
-    }
+    if (free_.empty() && !Refill(ring)) return -1;
+    const uint32_t slot = free_.back();
+    free_.pop_back();
+    std::byte* data = arena_ + size_t{slot} * kSmallSlotBytes;
     // The deleter does nothing: the block's deallocation gives the slot back.
     std::shared_ptr<const void> owner(
         data, [](const void*) {}, SlotAllocator<char>(this, slot));
     r.dst = data;
     r.buffer = Slice(std::move(owner), data, r.want);
-    taken_.fetch_add(1, std::memory_order_relaxed);
+    // Only the drive lock's holder writes it: no read-modify-write needed.
+    taken_.store(taken_.load(std::memory_order_relaxed) + 1,
+                 std::memory_order_relaxed);
     return static_cast<int>(table_index_);
   }
 
@@ -223,14 +223,31 @@ class SmallBuffers {
     uint32_t slot;
   };
 
+  // The shared stack's head, one word: the top slot + 1 (0: empty), how
+  // many slots the stack holds, and whether the ring has let go.
+  static constexpr uint64_t kCountUnit = uint64_t{1} << 32;
+  static constexpr uint64_t kOrphaned = uint64_t{1} << 63;
+  static uint32_t Top(uint64_t h) { return static_cast<uint32_t>(h); }
+  static uint64_t Count(uint64_t h) { return (h & ~kOrphaned) >> 32; }
+
   ~SmallBuffers() {
     if (arena_ != nullptr) ::munmap(arena_, size_t{slots_} * kSmallSlotBytes);
   }
 
-  // Maps and registers the arena, once; false when it exists already (every
-  // slot is taken) or cannot be had.
-  bool MapLocked(io_uring* ring) REQUIRES(mu_) {
-    if (arena_ != nullptr || refused_) return false;
+  // Fills the empty free list: the first time by mapping and registering
+  // the arena, later with every slot released since the last refill; false
+  // when there is none (or the arena cannot be had).
+  bool Refill(io_uring* ring) {
+    if (arena_ == nullptr) return Map(ring);
+    uint64_t h = returned_.exchange(0, std::memory_order_acquire);
+    for (uint32_t top = Top(h); top != 0; top = next_[top - 1]) {
+      free_.push_back(top - 1);
+    }
+    return !free_.empty();
+  }
+
+  bool Map(io_uring* ring) {
+    if (refused_) return false;
     const size_t bytes = size_t{slots_} * kSmallSlotBytes;
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -248,39 +265,59 @@ class SmallBuffers {
     }
     arena_ = static_cast<std::byte*>(p);
     blocks_ = std::make_unique<Block[]>(slots_);
+    next_ = std::make_unique<uint32_t[]>(slots_);
+    free_.reserve(slots_);
     for (uint32_t s = slots_; s > 0; --s) free_.push_back(s - 1);
     return true;
   }
 
-  void Give(uint32_t slot) EXCLUDES(mu_) {
-    bool last = false;
-    {
-      MutexLock lk(mu_, MutexLock::Spin::kYes);
-      free_.push_back(slot);
-      last = orphaned_ && free_.size() == slots_;
-    }
-    if (last) delete this;
+  // Pushes slots first..last (linked through next_ already) onto the stack;
+  // deletes the arena when that brings every slot of an orphaned one back.
+  void Push(uint32_t first, uint32_t last, uint64_t n, uint64_t orphan) {
+    uint64_t h = returned_.load(std::memory_order_relaxed);
+    uint64_t nh = 0;
+    do {
+      if (n == 0) {
+        nh = h | orphan;
+      } else {
+        next_[last] = Top(h);
+        nh = ((h >> 32 << 32) | orphan) + n * kCountUnit + first + 1;
+      }
+    } while (!returned_.compare_exchange_weak(h, nh, std::memory_order_acq_rel,
+                                              std::memory_order_relaxed));
+    if ((nh & kOrphaned) != 0 && Count(nh) == slots_) delete this;
   }
 
-  void Orphan() EXCLUDES(mu_) {
-    bool last = false;
-    {
-      MutexLock lk(mu_);
-      orphaned_ = true;
-      last = arena_ == nullptr || free_.size() == slots_;
+  void Give(uint32_t slot) { Push(slot, slot, 1, 0); }
+
+  // The free list joins the stack, marked orphaned; the arena goes when the
+  // last slice of it does.
+  void Orphan() {
+    if (arena_ == nullptr) {
+      delete this;
+      return;
     }
-    if (last) delete this;
+    if (free_.empty()) {
+      Push(0, 0, 0, kOrphaned);  // n = 0: links nothing, only marks
+      return;
+    }
+    for (size_t i = 0; i + 1 < free_.size(); ++i)
+      next_[free_[i]] = free_[i + 1];
+    Push(free_.front(), free_.back(), free_.size(), kOrphaned);
   }
 
   const uint32_t slots_;
   const unsigned table_index_;
   std::atomic<uint64_t> taken_{0};
-  Mutex mu_;
-  std::byte* arena_ GUARDED_BY(mu_) = nullptr;
-  std::unique_ptr<Block[]> blocks_;  // set with arena_, then read-only
-  std::vector<uint32_t> free_ GUARDED_BY(mu_);
-  bool refused_ GUARDED_BY(mu_) = false;
-  bool orphaned_ GUARDED_BY(mu_) = false;  // the ring let go of it
+  // Drive lock's holder only (see the class comment).
+  std::byte* arena_ = nullptr;
+  std::unique_ptr<Block[]> blocks_;   // set with arena_, then read-only
+  std::unique_ptr<uint32_t[]> next_;  // a stacked slot's next slot + 1
+  std::vector<uint32_t> free_;
+  bool refused_ = false;
+  // Released slots (see Top, Count): written before each CAS that
+  // publishes them, read after the exchange that takes them.
+  std::atomic<uint64_t> returned_{0};
 };
 
 }  // namespace rangeio::detail
