@@ -19,7 +19,8 @@ LimiterCore::LimiterCore(uint32_t io_concurrency, uint32_t budget_count,
 struct LimiterCore::PumpFrame {
   const LimiterCore* core = nullptr;
   std::vector<Grant> grants;
-  uint64_t done = 0;  // permits of reads that completed inline
+  uint64_t done = 0;     // permits of reads that completed inline
+  bool recheck = false;  // a pump re-entered: the queue may admit more
 };
 
 namespace {
@@ -28,7 +29,8 @@ namespace {
 // returns at once: the outer loop re-checks the queue after its grants, so
 // nothing is lost and the stack does not grow with the number of inline
 // completions. Other threads pump concurrently: admission decisions are made
-// under the lock, the reads themselves are issued outside it, in parallel.
+// under the lock, the reads themselves are issued outside it, in parallel;
+// whatever another thread frees while this one issues, it admits itself.
 // Frames are reused (a deque keeps references stable as depth grows).
 thread_local std::deque<LimiterCore::PumpFrame> tls_frames;
 thread_local size_t tls_depth = 0;
@@ -53,13 +55,16 @@ bool LimiterCore::Fits(uint64_t cost) const {
 
 void LimiterCore::Extend(const std::shared_ptr<PermitClient>& c,
                          uint64_t count) {
-  MutexLock lk(mu_);
+  mu_.Lock();
   c->stop_ = std::min(c->total_, c->next_ + count);
-  if (c->next_ >= c->stop_ || c->queued_) return;
+  if (c->next_ >= c->stop_ || c->queued_) {
+    mu_.Unlock();
+    return;
+  }
   c->queued_ = true;
   queue_.push_back(c);
   stats_.waiting_streams = queue_.size();
-  Pump();
+  PumpAndUnlock();
 }
 
 void LimiterCore::Withdraw(PermitClient* c) {
@@ -81,9 +86,9 @@ void LimiterCore::ReadsDone(size_t n) {
     f->done += n;
     return;
   }
-  MutexLock lk(mu_, MutexLock::Spin::kYes);
+  mu_.LockSpinning();
   in_flight_ -= n;
-  Pump();
+  PumpAndUnlock();
 }
 
 void LimiterCore::RecordReads(const uint64_t* latency_ns, size_t n,
@@ -103,18 +108,18 @@ std::shared_ptr<LimiterCore> LimiterCore::ReleaseResponsesLocked(
 
 void LimiterCore::ReleaseResponses(uint64_t n, uint64_t bytes) {
   std::shared_ptr<LimiterCore> self;  // destroyed last: may free this
-  MutexLock lk(mu_, MutexLock::Spin::kYes);
+  mu_.LockSpinning();
   self = ReleaseResponsesLocked(n, bytes);
-  Pump();
+  PumpAndUnlock();
 }
 
 void LimiterCore::ReturnUnused(uint64_t bytes) {
   std::shared_ptr<LimiterCore> self;  // destroyed last: may free this
-  MutexLock lk(mu_, MutexLock::Spin::kYes);
+  mu_.LockSpinning();
   --in_flight_;
   ++stats_.reads_cancelled;
   self = ReleaseResponsesLocked(1, bytes);
-  Pump();
+  PumpAndUnlock();
 }
 
 void LimiterCore::RecordDelivered(uint64_t ranges, uint64_t bytes,
@@ -151,33 +156,49 @@ LimiterCore::NextClientLocked() {
 
 // Admits as much as fits, one read per turn while several clients wait (a
 // lone client takes everything that fits in one pass, up to its pass
-// limit), and issues the grants with mu_ dropped.
-void LimiterCore::Pump() {
-  if (FrameOf(this) != nullptr) return;
+// limit), and issues the grants with mu_ dropped. It takes mu_ again only
+// when its own grants left something to admit: a full pass, or reads that
+// completed (or responses released) inline on this thread meanwhile. What
+// other threads free, they pump themselves.
+void LimiterCore::PumpAndUnlock() {
+  if (PumpFrame* outer = FrameOf(this)) {
+    outer->recheck = true;
+    mu_.Unlock();
+    return;
+  }
   if (tls_frames.size() <= tls_depth) tls_frames.emplace_back();
   PumpFrame& frame = tls_frames[tls_depth++];
   frame.core = this;
   std::vector<Grant>& grants = frame.grants;
   for (;;) {
-    while (AdmitOneLocked(grants)) {
+    bool pass_full = false;
+    while (AdmitOneLocked(grants, &pass_full)) {
     }
     if (grants.empty()) break;
     mu_.Unlock();
+    frame.recheck = false;
     for (const Grant& g : grants) g.client->OnGrant(g.first, g.n);
     grants.clear();
+    if (!pass_full && frame.done == 0 && !frame.recheck) {
+      frame.core = nullptr;
+      --tls_depth;
+      return;
+    }
     mu_.LockSpinning();
     ApplyInlineDoneLocked(frame);
   }
   frame.core = nullptr;
   --tls_depth;
+  mu_.Unlock();
 }
 
 // Admits one read of the chosen client, adding it to `grants`; false when
-// the queue is empty, the read does not fit or the client's pass is full.
+// the queue is empty, the read does not fit or the client's pass is full
+// (then *pass_full is set).
 // The chosen client is served first even when another's read would fit:
 // skipping it would let small reads starve a large one. A paused client
 // leaves the queue when its turn comes.
-bool LimiterCore::AdmitOneLocked(std::vector<Grant>& grants) {
+bool LimiterCore::AdmitOneLocked(std::vector<Grant>& grants, bool* pass_full) {
   if (queue_.empty()) return false;
   const auto it = NextClientLocked();
   PermitClient* c = it->get();
@@ -202,7 +223,7 @@ bool LimiterCore::AdmitOneLocked(std::vector<Grant>& grants) {
     grants.push_back({*it, c->next_, 1});
   }
   ++c->next_;
-  const bool pass_full =
+  *pass_full =
       grants.back().n >= c->pass_limit_.load(std::memory_order_relaxed);
   if (c->next_ >= c->stop_) {
     c->queued_ = false;
@@ -212,7 +233,7 @@ bool LimiterCore::AdmitOneLocked(std::vector<Grant>& grants) {
     queue_.erase(it);
     queue_.push_back(std::move(moved));
   }
-  return !pass_full;
+  return !*pass_full;
 }
 
 // Occupancy counts hedges in flight (see TryAcquireHedge).

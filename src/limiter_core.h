@@ -1,7 +1,7 @@
 // limiter_core.h (internal) — permits, response budget and fair admission.
 //
 // A stream (a PermitClient) asks for admission of its reads [next, stop) by
-// calling Extend(); it then waits in the queue as one entry. Pump() admits
+// calling Extend(); it then waits in the queue as one entry. The pump admits
 // reads while an I/O permit is free and the response budget can take the next
 // read's size, one read per turn to the waiting client with the fewest
 // undelivered results when several wait,
@@ -170,10 +170,12 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
   std::deque<std::shared_ptr<PermitClient>>::iterator NextClientLocked()
       REQUIRES(mu_);
   bool Fits(uint64_t cost) const REQUIRES(mu_);
-  // Drops mu_ around the OnGrant calls and holds it again on return.
-  void Pump() REQUIRES(mu_);
+  // Admits and issues what fits; drops mu_ around the OnGrant calls and
+  // returns with it released.
+  void PumpAndUnlock() RELEASE(mu_);
   // Takes the next grant off the queue; false when nothing (more) fits.
-  bool AdmitOneLocked(std::vector<Grant>& grants) REQUIRES(mu_);
+  bool AdmitOneLocked(std::vector<Grant>& grants, bool* pass_full)
+      REQUIRES(mu_);
   void UpdatePeaksLocked() REQUIRES(mu_);
 
   const uint32_t io_;
@@ -189,7 +191,7 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
   uint64_t retained_count_ GUARDED_BY(mu_) = 0;
   uint64_t retained_bytes_ GUARDED_BY(mu_) = 0;
   Stats stats_ GUARDED_BY(mu_);
-  // Set while retained_count_ > 0 (see Pump).
+  // Set while retained_count_ > 0 (see AdmitOneLocked).
   std::shared_ptr<LimiterCore> self_ GUARDED_BY(mu_);
 };
 
