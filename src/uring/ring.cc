@@ -215,12 +215,15 @@ void Ring::Loop() {
   std::vector<Finished> finished;
   issue.reserve(depth_);
   finished.reserve(depth_);
+  bool woken = false;  // the last sleep ended on a wake-up
   for (;;) {
-    switch (Prepare(&issue)) {
+    const Next next = Prepare(&issue, woken);
+    woken = false;
+    switch (next) {
       case Next::kStop:
         return;
       case Next::kSleep:
-        SleepIdle();
+        woken = SleepIdle();
         continue;
       case Next::kWait:
         break;
@@ -247,8 +250,9 @@ void Ring::Loop() {
   }
 }
 
-Ring::Next Ring::Prepare(std::vector<uint32_t>* issue) {
+Ring::Next Ring::Prepare(std::vector<uint32_t>* issue, bool woken) {
   MutexLock drive(drive_mu_, MutexLock::Spin::kYes);
+  bool leave = false;  // to the consumer that drives
   {
     MutexLock lk(mu_, MutexLock::Spin::kYes);
     TakePendingLocked(issue);
@@ -270,16 +274,31 @@ Ring::Next Ring::Prepare(std::vector<uint32_t>* issue) {
         return Next::kSleep;
       }
     }
-    waiting_ = Waiting::kInRing;
+    // A consumer drove since this thread last waited on the ring and reads
+    // have completed for it to reap: waiting on the ring now would wake this
+    // thread for each completion the consumer's own submits post, and the
+    // two would take turns at every read. Unless a consumer woke this
+    // thread to wait for it, sleep as when idle (bounded: the consumer's
+    // completions are this thread's again once it stops driving).
+    leave = !woken && consumer_drove_ && io_uring_cq_ready(&ring_) > 0;
+    consumer_drove_ = false;
+    if (leave) {
+      waiting_ = Waiting::kIdle;
+      idle_bounded_ = true;
+    } else {
+      waiting_ = Waiting::kInRing;
+    }
   }
   SubmitSlots(issue);
-  if (!wake_armed_) PrepWake();
-  (void)io_uring_submit(&ring_);  // failures: see the wait in Loop
-  enters_.fetch_add(1, std::memory_order_relaxed);
-  return Next::kWait;
+  if (!leave && !wake_armed_) PrepWake();
+  if (!leave || io_uring_sq_ready(&ring_) > 0) {
+    (void)io_uring_submit(&ring_);  // failures: see the wait in Loop
+    enters_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return leave ? Next::kSleep : Next::kWait;
 }
 
-void Ring::SleepIdle() {
+bool Ring::SleepIdle() {
   MutexLock lk(mu_, MutexLock::Spin::kYes);
   while (!wake_sent_ && !stop_) {
     if (!idle_bounded_) {
@@ -289,9 +308,11 @@ void Ring::SleepIdle() {
       consumer_drove_ = false;
     }
   }
+  const bool woken = wake_sent_;
   waiting_ = Waiting::kAwake;
   wake_sent_ = false;
   idle_bounded_ = false;
+  return woken;
 }
 
 size_t Ring::Assist(size_t max_reads) {

@@ -23,7 +23,10 @@
 //   submits what completion callbacks queue every kEagerSubmitEvery reads
 //   delivered. With nothing in flight it polls the queue briefly (kPolls),
 //   then sleeps on idle_cv_, off the ring, so that a consumer's own
-//   completions do not wake it.
+//   completions do not wake it; so too, with reads in flight, when it finds
+//   that a consumer drove meanwhile and has completions to reap (else the
+//   two threads take turns at every read: each of the consumer's submits
+//   wakes the one waiting on the ring).
 //
 // Waking the ring thread: the ring always has a read of an eventfd in
 // flight while the ring thread waits on the ring; a Read() from another
@@ -151,15 +154,19 @@ class Ring : public std::enable_shared_from_this<Ring> {
   // The ring thread's turn at the ring: submits the queued reads and, with
   // reads in flight, arms the eventfd read (kWait: wait on the ring). With
   // nothing in flight it polls the queue (kPolls), then says kSleep (or
-  // kStop once Shutdown() was called).
-  Next Prepare(std::vector<uint32_t>* issue) EXCLUDES(mu_, drive_mu_);
+  // kStop once Shutdown() was called); kSleep too, bounded, when a consumer
+  // drives and has completions to reap, unless `woken` (a consumer woke
+  // this thread to wait on the ring for it).
+  Next Prepare(std::vector<uint32_t>* issue, bool woken)
+      EXCLUDES(mu_, drive_mu_);
 
   // Sleeps off the ring (Prepare said kSleep) until a Read() or a consumer
   // needs the ring thread, or Shutdown(). While consumers drive the ring
   // (one did within the last kDriverGrace), the sleep is bounded and
   // renewed: the ring thread comes back for what they left only once they
   // have stopped.
-  void SleepIdle() EXCLUDES(mu_);
+  // True when it ended on a wake-up (not a timeout or Shutdown()).
+  bool SleepIdle() EXCLUDES(mu_);
 
   // Hands the finished reads to their sinks, a run of reads of one sink in
   // one OnReadsDone (the scheduler takes its lock once per call). With
