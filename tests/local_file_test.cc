@@ -80,6 +80,16 @@ TEST_F(LocalFileTest, ReaderOpenFileUsesTheDefaultEngine) {
   EXPECT_THAT(bad.status().message(), HasSubstr("read-thread-num"));
 }
 
+// An O_DIRECT file through io_uring with a queue depth of `threads`.
+Result<std::shared_ptr<Source>> OpenDirectUring(const std::string& path,
+                                                uint32_t threads) {
+  LocalFileOptions o;
+  o.engine = LocalEngine::kUring;
+  o.direct = true;
+  o.threads = threads;
+  return OpenLocalFile(path, o);
+}
+
 // io_uring with O_DIRECT reads wide ranges (64 KiB..1 MiB, what a
 // coalescing planner issues) into registered buffers. That slices keep their
 // bytes while held, while later reads reuse released buffers, every backend
@@ -87,11 +97,7 @@ TEST_F(LocalFileTest, ReaderOpenFileUsesTheDefaultEngine) {
 TEST_F(LocalFileTest, WideDirectReadsThroughIoUringUseRegisteredBuffers) {
   constexpr size_t kSize = 8 << 20;
   std::string path = WriteFile("wide.bin", kSize);
-  LocalFileOptions o;
-  o.engine = LocalEngine::kUring;
-  o.direct = true;
-  o.threads = 4;
-  auto source = OpenLocalFile(path, o);
+  auto source = OpenDirectUring(path, 4);
   if (!source.ok() && testing::IsDirectUnsupported(source.status())) {
     GTEST_SKIP() << source.status().ToString();
   }
@@ -189,11 +195,7 @@ TEST_F(LocalFileTest, IoUringRefusedFallsBackToPreadAndSaysSo) {
 TEST_F(LocalFileTest, SmallDirectReadsOfTwoStreamsThroughIoUring) {
   constexpr size_t kSize = 4 << 20;
   std::string path = WriteFile("small.bin", kSize);
-  LocalFileOptions o;
-  o.engine = LocalEngine::kUring;
-  o.direct = true;
-  o.threads = 16;
-  auto source = OpenLocalFile(path, o);
+  auto source = OpenDirectUring(path, 16);
   if (!source.ok() && testing::IsDirectUnsupported(source.status())) {
     GTEST_SKIP() << source.status().ToString();
   }
@@ -239,11 +241,7 @@ TEST_F(LocalFileTest, SmallDirectReadsOfTwoStreamsThroughIoUring) {
 TEST_F(LocalFileTest, SmallDirectReadsUseTheRegisteredArenaAndFallBack) {
   constexpr size_t kSize = 4 << 20;
   std::string path = WriteFile("arena.bin", kSize);
-  LocalFileOptions o;
-  o.engine = LocalEngine::kUring;
-  o.direct = true;
-  o.threads = 4;  // 16 arena slots
-  auto source = OpenLocalFile(path, o);
+  auto source = OpenDirectUring(path, 4);  // 16 arena slots
   if (!source.ok() && testing::IsDirectUnsupported(source.status())) {
     GTEST_SKIP() << source.status().ToString();
   }
@@ -295,11 +293,7 @@ uint64_t RegisteredReads(Source& source) {
 // once finds each of them free (none lost between threads).
 TEST_F(LocalFileTest, ArenaSlotsReleasedOnOtherThreadsAllComeBack) {
   std::string path = WriteFile("arena-threads.bin", 4 << 20);
-  LocalFileOptions o;
-  o.engine = LocalEngine::kUring;
-  o.direct = true;
-  o.threads = 4;  // 16 arena slots
-  auto source = OpenLocalFile(path, o);
+  auto source = OpenDirectUring(path, 4);  // 16 arena slots
   if (!source.ok() && testing::IsDirectUnsupported(source.status())) {
     GTEST_SKIP() << source.status().ToString();
   }
@@ -373,11 +367,7 @@ TEST_F(LocalFileTest, ArenaSlotsReleasedOnOtherThreadsAllComeBack) {
 // fails the run if it never goes).
 TEST_F(LocalFileTest, ArenaSlicesOutliveTheirSource) {
   std::string path = WriteFile("outlive.bin", 1 << 20);
-  LocalFileOptions o;
-  o.engine = LocalEngine::kUring;
-  o.direct = true;
-  o.threads = 2;
-  auto source = OpenLocalFile(path, o);
+  auto source = OpenDirectUring(path, 2);
   if (!source.ok() && testing::IsDirectUnsupported(source.status())) {
     GTEST_SKIP() << source.status().ToString();
   }
