@@ -6,7 +6,7 @@
 // ranges ending at the end of the file, an empty file, files truncated or
 // removed while reads are queued, errors that name the file and the range,
 // what Describe() says, and how opening a file fails. Not per engine:
-// local_file_test.cc.
+// local_file_test.cc and uring_direct_test.cc.
 //
 // Nothing here depends on timing: where a race is the point (a file
 // truncated while reads are in flight), every outcome the race allows is
