@@ -271,21 +271,23 @@ class SmallBuffers {
     return true;
   }
 
-  // Pushes slots first..last (linked through next_ already) onto the stack;
+  // Pushes n >= 1 slots, first..last (linked through next_ already);
   // deletes the arena when that brings every slot of an orphaned one back.
   void Push(uint32_t first, uint32_t last, uint64_t n, uint64_t orphan) {
     uint64_t h = returned_.load(std::memory_order_relaxed);
     uint64_t nh = 0;
     do {
-      if (n == 0) {
-        nh = h | orphan;
-      } else {
-        next_[last] = Top(h);
-        nh = ((h >> 32 << 32) | orphan) + n * kCountUnit + first + 1;
-      }
+      next_[last] = Top(h);
+      nh = ((h >> 32 << 32) | orphan) + n * kCountUnit + first + 1;
     } while (!returned_.compare_exchange_weak(h, nh, std::memory_order_acq_rel,
                                               std::memory_order_relaxed));
-    if ((nh & kOrphaned) != 0 && Count(nh) == slots_) delete this;
+    DeleteIfLast(nh);
+  }
+
+  // Deletes the arena when `h`, the stack's head after a change, says it
+  // is orphaned and holds every slot.
+  void DeleteIfLast(uint64_t h) {
+    if ((h & kOrphaned) != 0 && Count(h) == slots_) delete this;
   }
 
   void Give(uint32_t slot) { Push(slot, slot, 1, 0); }
@@ -298,7 +300,8 @@ class SmallBuffers {
       return;
     }
     if (free_.empty()) {
-      Push(0, 0, 0, kOrphaned);  // n = 0: links nothing, only marks
+      DeleteIfLast(returned_.fetch_or(kOrphaned, std::memory_order_acq_rel) |
+                   kOrphaned);
       return;
     }
     for (size_t i = 0; i + 1 < free_.size(); ++i)
