@@ -23,7 +23,7 @@
 #include "local/local_read.h"
 #include "one_cpu.h"
 #include "rangeio/rangeio.h"
-#include "uring/uring_file.h"
+#include "local/uring/uring_file.h"
 
 namespace rangeio {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "http/http_response.h"
 #include "parse_fuzz.h"
-#include "redact.h"
+#include "util/redact.h"
 #include "s3/s3.h"
 #include "s3/s3_dialect.h"
 

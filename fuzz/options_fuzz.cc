@@ -7,7 +7,7 @@
 
 #include "parse_fuzz.h"
 #include "rangeio/options.h"
-#include "redact.h"
+#include "util/redact.h"
 
 namespace rangeio::fuzz {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "parse_fuzz.h"
-#include "redact.h"
+#include "util/redact.h"
 
 namespace rangeio::fuzz {
 namespace {

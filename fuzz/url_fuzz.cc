@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "parse_fuzz.h"
-#include "redact.h"
+#include "util/redact.h"
 #include "s3/s3.h"
 
 namespace rangeio::fuzz {

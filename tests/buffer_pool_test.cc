@@ -1,6 +1,6 @@
 // The buffer pool behind Slice::Allocate: alignment, LIFO reuse, the bound
 // on idle memory, per-thread caches, and release from other threads.
-#include "buffer_pool.h"
+#include "util/buffer_pool.h"
 
 #include <gtest/gtest.h>
 

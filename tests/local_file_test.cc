@@ -31,7 +31,7 @@
 #include "support/gated_source.h"
 #include "support/source_conformance.h"
 #include "support/test_util.h"
-#include "uring/uring_file.h"
+#include "local/uring/uring_file.h"
 
 namespace rangeio {
 namespace {

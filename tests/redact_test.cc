@@ -1,6 +1,6 @@
-// The one redaction function every error path uses (src/redact.h): no
+// The one redaction function every error path uses (src/util/redact.h): no
 // userinfo, no signing query value, foreign text escaped and bounded.
-#include "redact.h"
+#include "util/redact.h"
 
 #include <gtest/gtest.h>
 

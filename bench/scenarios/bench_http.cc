@@ -31,7 +31,7 @@
 #include "direct_curl.h"
 #include "progress.h"
 #include "rangeio/rangeio.h"
-#include "redact.h"
+#include "util/redact.h"
 
 namespace rangeio::bench {
 namespace {

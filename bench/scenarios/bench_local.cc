@@ -47,7 +47,7 @@
 #include "one_cpu.h"
 #include "progress.h"
 #include "rangeio/rangeio.h"
-#include "uring/uring_file.h"
+#include "local/uring/uring_file.h"
 
 namespace rangeio::bench {
 namespace {

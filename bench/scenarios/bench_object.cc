@@ -5,7 +5,7 @@
 #include <optional>
 #include <utility>
 
-#include "parse_text.h"
+#include "util/parse_text.h"
 #include "s3/s3.h"
 #include "s3/s3_dialect.h"
 

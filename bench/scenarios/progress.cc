@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "mutex.h"
+#include "util/mutex.h"
 
 namespace rangeio::bench {
 

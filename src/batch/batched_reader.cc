@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "batch/baselines.h"
-#include "mutex.h"
+#include "util/mutex.h"
 #include "rangeio/batch.h"
-#include "stream_poll.h"
-#include "thread_name.h"
+#include "stream/waker.h"
+#include "util/thread_name.h"
 
 namespace rangeio {
 namespace {

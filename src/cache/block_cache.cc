@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "mutex.h"
+#include "util/mutex.h"
 #include "rangeio/planner.h"
 
 namespace rangeio {

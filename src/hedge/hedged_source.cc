@@ -15,11 +15,11 @@
 #include <utility>
 #include <vector>
 
-#include "clock.h"
+#include "util/clock.h"
 #include "hedge/latency_tracker.h"
-#include "mutex.h"
+#include "util/mutex.h"
 #include "rangeio/planner.h"
-#include "thread_name.h"
+#include "util/thread_name.h"
 
 namespace rangeio::detail {
 namespace {

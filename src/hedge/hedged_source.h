@@ -23,10 +23,10 @@
 
 #include <memory>
 
-#include "limiter_core.h"
+#include "limiter/limiter_core.h"
 #include "rangeio/options.h"
 #include "rangeio/source.h"
-#include "stats_recorder.h"
+#include "util/stats_recorder.h"
 
 namespace rangeio::detail {
 

@@ -21,10 +21,10 @@
 #include <utility>
 #include <vector>
 
-#include "clock.h"
+#include "util/clock.h"
 #include "http/endpoint_gate.h"
 #include "http/transfer.h"
-#include "thread_name.h"
+#include "util/thread_name.h"
 
 namespace rangeio::detail {
 namespace {

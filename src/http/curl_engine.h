@@ -28,7 +28,7 @@
 
 #include "http/endpoint_limit.h"
 #include "http/http_dialect.h"
-#include "mutex.h"
+#include "util/mutex.h"
 #include "rangeio/byte_range.h"
 #include "rangeio/http.h"
 #include "rangeio/slice.h"

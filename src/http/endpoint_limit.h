@@ -25,7 +25,7 @@
 #include <memory>
 #include <string>
 
-#include "mutex.h"
+#include "util/mutex.h"
 
 namespace rangeio::detail {
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "http/http_dialect.h"
-#include "parse_text.h"
-#include "redact.h"
+#include "util/parse_text.h"
+#include "util/redact.h"
 
 namespace rangeio::detail {
 namespace {

@@ -6,12 +6,12 @@
 #include <functional>
 #include <string>
 
-#include "buffer_pool.h"
-#include "clock.h"
-#include "mutex.h"
-#include "parse_text.h"
+#include "util/buffer_pool.h"
+#include "util/clock.h"
+#include "util/mutex.h"
+#include "util/parse_text.h"
 #include "rangeio/http.h"
-#include "redact.h"
+#include "util/redact.h"
 
 namespace rangeio {
 namespace {

@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
-#include "clock.h"
-#include "parse_text.h"
-#include "redact.h"
+#include "util/clock.h"
+#include "util/parse_text.h"
+#include "util/redact.h"
 
 namespace rangeio::detail {
 namespace {

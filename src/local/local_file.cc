@@ -6,9 +6,9 @@
 #include <string>
 
 #include "local/local_read.h"
-#include "local/pread_file.h"
+#include "local/pread/pread_file.h"
 #include "rangeio/source.h"
-#include "uring/uring_file.h"
+#include "local/uring/uring_file.h"
 
 namespace rangeio {
 

@@ -2,7 +2,7 @@
 // file with its direct-I/O alignment, one read's state, and how the result of
 // one read call advances it (short reads, EINTR/EAGAIN, end of file, errors).
 //
-// The engines (pread pool in pread_file.cc, io_uring in src/uring/) differ
+// The engines (pread pool in pread/pread_file.cc, io_uring in uring/) differ
 // only in where the read calls run; every rule about what a read returns
 // lives here once, so every engine reports the same errors.
 //

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "redact.h"
+#include "util/redact.h"
 
 namespace rangeio {
 namespace {

@@ -14,8 +14,8 @@
 #include <sstream>
 #include <utility>
 
-#include "parse_text.h"
-#include "redact.h"
+#include "util/parse_text.h"
+#include "util/redact.h"
 
 namespace rangeio::detail {
 namespace {

@@ -3,8 +3,8 @@
 // s3_dialect.h.
 #include "s3/s3_dialect.h"
 
-#include "parse_text.h"
-#include "redact.h"
+#include "util/parse_text.h"
+#include "util/redact.h"
 
 namespace rangeio::detail {
 namespace {

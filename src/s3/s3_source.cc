@@ -8,7 +8,7 @@
 #include "http/curl_engine.h"
 #include "http/http_source.h"
 #include "rangeio/http.h"
-#include "redact.h"
+#include "util/redact.h"
 #include "s3/s3.h"
 #include "s3/s3_dialect.h"
 

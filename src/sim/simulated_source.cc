@@ -12,12 +12,12 @@
 #include <thread>
 #include <vector>
 
-#include "buffer_pool.h"
-#include "mutex.h"
+#include "util/buffer_pool.h"
+#include "util/mutex.h"
 #include "rangeio/planner.h"
 #include "rangeio/sim.h"
 #include "sim/latency_model.h"
-#include "thread_name.h"
+#include "util/thread_name.h"
 
 namespace rangeio {
 

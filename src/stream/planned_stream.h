@@ -20,10 +20,10 @@
 #include <optional>
 #include <vector>
 
-#include "limiter_core.h"
+#include "limiter/limiter_core.h"
 #include "rangeio/reader.h"
 #include "rangeio/slice.h"
-#include "stats_recorder.h"
+#include "util/stats_recorder.h"
 #include "stream/plan_map.h"
 #include "stream/scheduler.h"
 #include "stream/stream_base.h"

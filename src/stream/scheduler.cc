@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "clock.h"
+#include "util/clock.h"
 
 namespace rangeio::detail {
 namespace {

@@ -28,16 +28,16 @@
 #include <string>
 #include <vector>
 
-#include "limiter_core.h"
-#include "mutex.h"
+#include "limiter/limiter_core.h"
+#include "util/mutex.h"
 #include "rangeio/byte_range.h"
 #include "rangeio/options.h"
 #include "rangeio/reader.h"
 #include "rangeio/source.h"
-#include "stats_recorder.h"
+#include "util/stats_recorder.h"
 #include "stream/baselines.h"
 #include "stream/stream_base.h"
-#include "stream_poll.h"
+#include "stream/waker.h"
 
 namespace rangeio::detail {
 

@@ -6,7 +6,7 @@
 #include <thread>
 #include <utility>
 
-#include "clock.h"
+#include "util/clock.h"
 #include "stream/scheduler.h"
 
 namespace rangeio::detail {

@@ -9,10 +9,10 @@
 #include <memory>
 #include <optional>
 
-#include "limiter_core.h"
+#include "limiter/limiter_core.h"
 #include "rangeio/reader.h"
 #include "rangeio/slice.h"
-#include "stream_poll.h"
+#include "stream/waker.h"
 
 namespace rangeio::detail {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "parse_text.h"
+#include "util/parse_text.h"
 
 namespace rangeio::relay {
 

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-#include "parse_text.h"
+#include "util/parse_text.h"
 
 namespace rangeio::relay {
 namespace {

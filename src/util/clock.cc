@@ -1,4 +1,4 @@
-#include "clock.h"
+#include "util/clock.h"
 
 #include <chrono>
 

@@ -20,7 +20,7 @@
 #include <memory>
 #include <optional>
 
-#include "mutex.h"
+#include "util/mutex.h"
 #include "rangeio/reader.h"
 
 namespace rangeio::detail {

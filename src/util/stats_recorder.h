@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "mutex.h"
+#include "util/mutex.h"
 #include "rangeio/stats.h"
 
 namespace rangeio::detail {

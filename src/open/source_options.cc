@@ -9,9 +9,9 @@
 #include <string>
 #include <string_view>
 
-#include "parse_text.h"
+#include "util/parse_text.h"
 #include "rangeio/open_source.h"
-#include "redact.h"
+#include "util/redact.h"
 
 namespace rangeio {
 namespace {

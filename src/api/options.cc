@@ -6,8 +6,8 @@
 #include <sstream>
 #include <string>
 
-#include "parse_text.h"
-#include "redact.h"
+#include "util/parse_text.h"
+#include "util/redact.h"
 
 namespace rangeio {
 namespace {

@@ -1,7 +1,7 @@
 // The io_uring engine's Source: a Ring (ring.h) per open file, and what a
 // Source adds to it: reads of empty ranges, buffered reads that may complete
 // on the caller's thread (preadv2 RWF_NOWAIT), Describe().
-#include "uring/uring_file.h"
+#include "local/uring/uring_file.h"
 
 #include <algorithm>
 #include <memory>
@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "rangeio/planner.h"
-#include "uring/ring.h"
+#include "local/uring/ring.h"
 
 namespace rangeio::detail {
 namespace {

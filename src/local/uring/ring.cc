@@ -1,5 +1,5 @@
 // ring.cc — the io_uring engine's ring: see ring.h.
-#include "uring/ring.h"
+#include "local/uring/ring.h"
 
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
@@ -12,7 +12,7 @@
 #include <chrono>
 #include <utility>
 
-#include "thread_name.h"
+#include "util/thread_name.h"
 
 namespace rangeio::detail {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "parse_text.h"
+#include "util/parse_text.h"
 
 namespace rangeio {
 

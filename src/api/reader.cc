@@ -7,18 +7,18 @@
 #include <utility>
 #include <vector>
 
-#include "buffer_pool.h"
+#include "util/buffer_pool.h"
 #include "hedge/hedged_source.h"
-#include "limiter_core.h"
+#include "limiter/limiter_core.h"
 #include "rangeio/local_file.h"
 #include "rangeio/planner.h"
-#include "stats_recorder.h"
+#include "util/stats_recorder.h"
 #include "stream/baselines.h"
 #include "stream/plan_map.h"
 #include "stream/planned_stream.h"
 #include "stream/scheduler.h"
 #include "stream/stream_base.h"
-#include "stream_poll.h"
+#include "stream/waker.h"
 
 namespace rangeio {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "limiter_core.h"
+#include "limiter/limiter_core.h"
 
 namespace rangeio {
 namespace detail {

@@ -78,10 +78,10 @@
 #include <vector>
 
 #include "local/local_read.h"
-#include "mutex.h"
+#include "util/mutex.h"
 #include "rangeio/source.h"
 #include "rangeio/status.h"
-#include "uring/fixed_buffers.h"
+#include "local/uring/fixed_buffers.h"
 
 namespace rangeio::detail {
 

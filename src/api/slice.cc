@@ -3,7 +3,7 @@
 #include <cstring>
 #include <memory>
 
-#include "buffer_pool.h"
+#include "util/buffer_pool.h"
 
 namespace rangeio {
 

@@ -1,6 +1,6 @@
 // The pread-pool engine: inline with preadv2(RWF_NOWAIT) when the bytes are
 // in the page cache, otherwise on a pool of blocking threads.
-#include "local/pread_file.h"
+#include "local/pread/pread_file.h"
 
 #include <unistd.h>
 
@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include "mutex.h"
+#include "util/mutex.h"
 #include "rangeio/planner.h"
-#include "thread_name.h"
+#include "util/thread_name.h"
 
 namespace rangeio::detail {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "rangeio/http.h"
 #include "rangeio/source.h"
-#include "redact.h"
+#include "util/redact.h"
 
 namespace rangeio {
 namespace {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "local/local_read.h"
-#include "mutex.h"
+#include "util/mutex.h"
 #include "rangeio/slice.h"
 
 namespace rangeio::detail {

@@ -21,10 +21,10 @@
 #include <memory>
 #include <vector>
 
-#include "mutex.h"
+#include "util/mutex.h"
 #include "rangeio/limiter.h"
 #include "rangeio/stats.h"
-#include "stats_recorder.h"
+#include "util/stats_recorder.h"
 
 namespace rangeio::detail {
 

@@ -1,9 +1,9 @@
 // redact.cc — URL redaction and foreign-text escaping; see redact.h.
-#include "redact.h"
+#include "util/redact.h"
 
 #include <array>
 
-#include "parse_text.h"
+#include "util/parse_text.h"
 
 namespace rangeio::detail {
 namespace {

@@ -1,4 +1,4 @@
-#include "buffer_pool.h"
+#include "util/buffer_pool.h"
 
 #include <unistd.h>
 
@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-#include "mutex.h"
+#include "util/mutex.h"
 
 namespace rangeio::detail {
 namespace {
