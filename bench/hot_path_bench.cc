@@ -98,10 +98,10 @@ void BM_HotPathPerRead(benchmark::State& state) {
     ranges[i] = {i * kReadBytes, kReadBytes};
   }
   Options o;
-  o.io_concurrency = kWindow;
-  o.planner = PlannerOptions::None();
-  o.response_budget_count = 2 * kWindow;
-  o.response_budget_bytes = 2 * kWindow * kReadBytes;
+  o.limiter.io_concurrency = kWindow;
+  o.reader.planner = PlannerOptions::None();
+  o.limiter.response_budget_count = 2 * kWindow;
+  o.limiter.response_budget_bytes = 2 * kWindow * kReadBytes;
   Reader reader = *Reader::Open(source, o);
   std::byte* page = nullptr;
   const Slice bytes = Slice::Allocate(kReadBytes, &page);
@@ -205,10 +205,10 @@ void BM_HotPathUringNop(benchmark::State& state) {
     ranges[i] = {(i % kWindow) * kReadBytes, kReadBytes};
   }
   Options o;
-  o.io_concurrency = kWindow;
-  o.planner = PlannerOptions::None();
-  o.response_budget_count = 2 * kWindow;
-  o.response_budget_bytes = 2 * kWindow * kReadBytes;
+  o.limiter.io_concurrency = kWindow;
+  o.reader.planner = PlannerOptions::None();
+  o.limiter.response_budget_count = 2 * kWindow;
+  o.limiter.response_budget_bytes = 2 * kWindow * kReadBytes;
   Reader reader = *Reader::Open(*source, o);
   const double cpu0 = ProcessCpuNs();
   for (auto _ : state) {

@@ -65,8 +65,8 @@ void BM_SharedLimiterStreams(benchmark::State& state) {
   const size_t streams = static_cast<size_t>(state.range(0));
   const std::vector<ByteRange> ranges = ShuffledRanges(1024);
   Options o;
-  o.io_concurrency = 16;
-  o.response_budget_count = static_cast<uint32_t>(4 * streams);
+  o.limiter.io_concurrency = 16;
+  o.limiter.response_budget_count = static_cast<uint32_t>(4 * streams);
   std::shared_ptr<Limiter> limiter = *Limiter::Make(o);
   Reader reader =
       *Reader::Open(MakeMemorySource("mem", Data(), true), o, limiter);

@@ -147,7 +147,7 @@ TEST(BatchedReaderTest, QueuedCallersArePlannedTogether) {
   BatchOptions bo;
   bo.max_dispatchers = 1;  // later callers queue behind the first batch
   Options o = testing::LimitOptions(8);
-  o.planner = PlannerOptions::ObjectStore();
+  o.reader.planner = PlannerOptions::ObjectStore();
   auto batched = Open(gated, bo, o);
   Results res;
   batched->ReadAsync({500000, 100}, res.For(0));
@@ -259,7 +259,7 @@ TEST(BatchedReaderTest, ManyThreadsHammerOneHandle) {
   constexpr uint64_t kSize = 1 << 20;
   auto source = MakeMemorySource("mem", testing::PatternBuffer(kSize), false);
   Options o = testing::LimitOptions(4);
-  o.planner = PlannerOptions::ObjectStore();
+  o.reader.planner = PlannerOptions::ObjectStore();
   auto batched = Open(source, {}, o);
   auto blob = *batched->Blob(kSize / 2, kSize / 4);
   EXPECT_EQ(Hammer(*batched, blob, kSize, 1, 3), 0);
@@ -273,8 +273,8 @@ TEST(BatchedReaderTest, MultipleSourcesShareOneLimiter) {
   auto g1 = GatedSource::Make("one", 1 << 20, GatedSource::Mode::kPassAsync);
   auto g2 = GatedSource::Make("two", 1 << 20, GatedSource::Mode::kPassAsync);
   auto limiter = *Limiter::Make(testing::LimitOptions(2));
-  auto b1 = *BatchedReader::Open(*Reader::Open(g1, {}, limiter));
-  auto b2 = *BatchedReader::Open(*Reader::Open(g2, {}, limiter));
+  auto b1 = *BatchedReader::Open(*Reader::Open(g1, ReaderOptions(), limiter));
+  auto b2 = *BatchedReader::Open(*Reader::Open(g2, ReaderOptions(), limiter));
   // Each result is checked and released at once: held slices would keep
   // the shared budget (4 responses) and stall both readers.
   std::atomic<int> good{0}, done{0};
@@ -323,7 +323,7 @@ MultiSource OpenMulti(
   for (int i = 0; i < n; ++i) {
     m.gates.push_back(
         GatedSource::Make(std::string(1, char('a' + i)), 1 << 20, mode));
-    readers.push_back(*Reader::Open(m.gates.back(), o, limiter));
+    readers.push_back(*Reader::Open(m.gates.back(), o.reader, limiter));
   }
   auto b = detail::OpenBatchedReader(std::move(readers), bo, batch_mode);
   EXPECT_TRUE(b.ok()) << b.status().ToString();
@@ -359,7 +359,7 @@ TEST(BatchedReaderMultiSourceTest, ABatchIsPlannedPerSourceAndReadAsOneUnit) {
   BatchOptions bo;
   bo.max_dispatchers = 1;  // later callers queue behind the first batch
   Options o = testing::LimitOptions(8);
-  o.planner = PlannerOptions::ObjectStore();
+  o.reader.planner = PlannerOptions::ObjectStore();
   MultiSource m = OpenMulti(3, bo, o);
   auto ga = m.gates[0], gb = m.gates[1], gc = m.gates[2];
   Results res;
@@ -485,7 +485,7 @@ TEST(BatchedReaderMultiSourceTest, BadSourcesAreRefusedBeforeAnyIo) {
 TEST(BatchedReaderMultiSourceTest, ManyThreadsHammerOneMultiSourceHandle) {
   constexpr uint64_t kSize = 1 << 20;
   Options o = testing::LimitOptions(4);
-  o.planner = PlannerOptions::ObjectStore();
+  o.reader.planner = PlannerOptions::ObjectStore();
   auto limiter = *Limiter::Make(o);
   // An inline source and two completing on other threads.
   std::vector<std::shared_ptr<Source>> sources = {
@@ -493,7 +493,7 @@ TEST(BatchedReaderMultiSourceTest, ManyThreadsHammerOneMultiSourceHandle) {
       GatedSource::Make("g1", kSize, GatedSource::Mode::kPassAsync),
       GatedSource::Make("g2", kSize, GatedSource::Mode::kPassAsync)};
   std::vector<Reader> readers;
-  for (auto& s : sources) readers.push_back(*Reader::Open(s, o, limiter));
+  for (auto& s : sources) readers.push_back(*Reader::Open(s, o.reader, limiter));
   auto batched = *BatchedReader::Open(std::move(readers));
   auto blob = *batched->Blob(2, kSize / 2, kSize / 4);
   EXPECT_EQ(Hammer(*batched, blob, kSize, 3, 4), 0);

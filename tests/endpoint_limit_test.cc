@@ -304,8 +304,8 @@ class ThrottlingServer {
 // byte: no range lost, none short, no hang.
 void ReadAllAndCheck(const std::shared_ptr<Source>& source, uint32_t c, int n) {
   Options o;
-  o.io_concurrency = c;
-  o.planner = PlannerOptions::None();
+  o.limiter.io_concurrency = c;
+  o.reader.planner = PlannerOptions::None();
   auto reader = Reader::Open(source, o);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   std::vector<ByteRange> ranges;

@@ -28,26 +28,26 @@ using testing::MatchesPattern;
 TEST(HedgeOptionsTest, ParsesModesAndBudget) {
   auto o = Options::Parse("hedge=auto,hedge-budget=0.1");
   ASSERT_TRUE(o.ok()) << o.status().ToString();
-  EXPECT_EQ(o->hedge, Options::Hedge::kAuto);
-  EXPECT_DOUBLE_EQ(o->hedge_budget, 0.1);
+  EXPECT_EQ(o->reader.hedge, ReaderOptions::Hedge::kAuto);
+  EXPECT_DOUBLE_EQ(o->reader.hedge_budget, 0.1);
   o = Options::Parse("hedge=2.5ms");
   ASSERT_TRUE(o.ok()) << o.status().ToString();
-  EXPECT_EQ(o->hedge, Options::Hedge::kFixed);
-  EXPECT_EQ(o->hedge_after.count(), 2500);
+  EXPECT_EQ(o->reader.hedge, ReaderOptions::Hedge::kFixed);
+  EXPECT_EQ(o->reader.hedge_after.count(), 2500);
   o = Options::Parse("hedge=250us");
   ASSERT_TRUE(o.ok());
-  EXPECT_EQ(o->hedge_after.count(), 250);
+  EXPECT_EQ(o->reader.hedge_after.count(), 250);
   o = Options::Parse("hedge=off");
   ASSERT_TRUE(o.ok());
-  EXPECT_EQ(o->hedge, Options::Hedge::kOff);
-  EXPECT_EQ(Options().hedge, Options::Hedge::kOff);
+  EXPECT_EQ(o->reader.hedge, ReaderOptions::Hedge::kOff);
+  EXPECT_EQ(Options().reader.hedge, ReaderOptions::Hedge::kOff);
   // ToString round-trips.
   auto fixed = Options::Parse("hedge=40ms,hedge-budget=0.02");
   ASSERT_TRUE(fixed.ok());
   auto again = Options::Parse(fixed->ToString());
   ASSERT_TRUE(again.ok()) << fixed->ToString();
-  EXPECT_EQ(again->hedge_after, fixed->hedge_after);
-  EXPECT_DOUBLE_EQ(again->hedge_budget, 0.02);
+  EXPECT_EQ(again->reader.hedge_after, fixed->reader.hedge_after);
+  EXPECT_DOUBLE_EQ(again->reader.hedge_budget, 0.02);
 }
 
 TEST(HedgeOptionsTest, RejectsBadValuesNamingThem) {
@@ -63,11 +63,11 @@ TEST(HedgeOptionsTest, RejectsBadValuesNamingThem) {
         << o.status().ToString();
   }
   Options o;
-  o.hedge = Options::Hedge::kFixed;  // with no delay
+  o.reader.hedge = ReaderOptions::Hedge::kFixed;  // with no delay
   EXPECT_FALSE(o.Validate().ok());
-  o.hedge_after = std::chrono::microseconds(100);
+  o.reader.hedge_after = std::chrono::microseconds(100);
   EXPECT_TRUE(o.Validate().ok());
-  o.hedge_budget = 2;
+  o.reader.hedge_budget = 2;
   EXPECT_FALSE(o.Validate().ok());
 }
 
@@ -119,12 +119,12 @@ TEST(LatencyTrackerTest, PercentileAndDecay) {
 
 TEST(HedgeOptionsTest, ReserveIsBudgetTimesConcurrency) {
   Options o;
-  o.io_concurrency = 64;
-  EXPECT_EQ(o.HedgeReserve(), 4u);  // ceil(64 x 0.05)
-  o.hedge_budget = 0;
-  EXPECT_EQ(o.HedgeReserve(), 1u);
-  o.hedge_budget = 1;
-  EXPECT_EQ(o.HedgeReserve(), 64u);
+  o.limiter.io_concurrency = 64;
+  EXPECT_EQ(o.ResolvedLimiter().hedge_reserve, 4u);  // ceil(64 x 0.05)
+  o.reader.hedge_budget = 0;
+  EXPECT_EQ(o.ResolvedLimiter().hedge_reserve, 1u);
+  o.reader.hedge_budget = 1;
+  EXPECT_EQ(o.ResolvedLimiter().hedge_reserve, 64u);
 }
 
 // A reader of `gate` hedging every read after 1 ms (budget 1: every read
@@ -133,12 +133,13 @@ Reader HedgingReader(const std::shared_ptr<GatedSource>& gate, uint32_t c = 8,
                      double budget = 1.0,
                      std::shared_ptr<Limiter> limiter = nullptr) {
   Options o;
-  o.io_concurrency = c;
-  o.hedge = Options::Hedge::kFixed;
-  o.hedge_after = std::chrono::microseconds(1000);
-  o.hedge_budget = budget;
-  o.planner = PlannerOptions::None();
-  auto r = Reader::Open(gate, o, std::move(limiter));
+  o.limiter.io_concurrency = c;
+  o.reader.hedge = ReaderOptions::Hedge::kFixed;
+  o.reader.hedge_after = std::chrono::microseconds(1000);
+  o.reader.hedge_budget = budget;
+  o.reader.planner = PlannerOptions::None();
+  auto r = limiter ? Reader::Open(gate, o.reader, std::move(limiter))
+                   : Reader::Open(gate, o);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return *r;
 }
@@ -269,8 +270,8 @@ TEST(HedgeTest, CancelledStreamCancelsBothCopiesInTheBackend) {
 TEST(HedgeTest, ReserveBoundsHedgesInFlight) {
   auto gate = GatedSource::Make("gate", 1 << 20);
   Options lo;
-  lo.io_concurrency = 20;
-  lo.hedge_budget = 0.05;  // reserve: ceil(20 x 0.05) = 1
+  lo.limiter.io_concurrency = 20;
+  lo.reader.hedge_budget = 0.05;  // reserve: ceil(20 x 0.05) = 1
   auto limiter = Limiter::Make(lo);
   ASSERT_TRUE(limiter.ok());
   Reader reader = HedgingReader(gate, 20, 1.0, *limiter);
@@ -298,8 +299,8 @@ TEST(HedgeTest, ReserveBoundsHedgesInFlight) {
 TEST(HedgeTest, BudgetIsNeverExceeded) {
   auto gate = GatedSource::Make("gate", 1 << 20);
   Options lo;
-  lo.io_concurrency = 100;
-  lo.hedge_budget = 1.0;  // a reserve of 100: only the budget binds
+  lo.limiter.io_concurrency = 100;
+  lo.reader.hedge_budget = 1.0;  // a reserve of 100: only the budget binds
   auto limiter = Limiter::Make(lo);
   ASSERT_TRUE(limiter.ok());
   Reader reader = HedgingReader(gate, 100, 0.1, *limiter);
@@ -328,11 +329,11 @@ TEST(HedgeTest, ExactlyOnceUnderManyHedges) {
       LatencyModel::Mixture(std::chrono::microseconds(500), 0.3, 0.1, 10));
   ASSERT_TRUE(sim.ok());
   Options o;
-  o.io_concurrency = 16;
-  o.hedge = Options::Hedge::kFixed;
-  o.hedge_after = std::chrono::microseconds(1000);
-  o.hedge_budget = 0.2;
-  o.planner = PlannerOptions::None();
+  o.limiter.io_concurrency = 16;
+  o.reader.hedge = ReaderOptions::Hedge::kFixed;
+  o.reader.hedge_after = std::chrono::microseconds(1000);
+  o.reader.hedge_budget = 0.2;
+  o.reader.planner = PlannerOptions::None();
   auto reader = Reader::Open(*sim, o);
   ASSERT_TRUE(reader.ok());
   std::vector<ByteRange> ranges;
@@ -355,9 +356,9 @@ TEST(HedgeTest, ExactlyOnceUnderManyHedges) {
   EXPECT_LE(static_cast<double>(s.hedges_issued), 0.2 * 2000);
   EXPECT_LE(s.hedges_won, s.hedges_issued);
   const Stats l = reader->limiter()->GetStats();
-  EXPECT_LE(l.peak_in_flight, o.io_concurrency + o.HedgeReserve());
+  EXPECT_LE(l.peak_in_flight, o.limiter.io_concurrency + o.ResolvedLimiter().hedge_reserve);
   EXPECT_LE(l.peak_retained_count,
-            o.EffectiveResponseBudgetCount() + o.HedgeReserve());
+            o.limiter.EffectiveResponseBudgetCount() + o.ResolvedLimiter().hedge_reserve);
 }
 
 TEST(HedgeTest, SimulatedStoreCancelDropsTheTimer) {

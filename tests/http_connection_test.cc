@@ -96,8 +96,8 @@ TEST(HttpConnectionTest, ConcurrentReadsOfANewHostGoOutTogether) {
   auto source = OpenHttpSource(server.url(), ho);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   Options o;
-  o.io_concurrency = kReads;
-  o.planner = PlannerOptions::None();
+  o.limiter.io_concurrency = kReads;
+  o.reader.planner = PlannerOptions::None();
   auto reader = Reader::Open(*source, o);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   std::vector<ByteRange> ranges;

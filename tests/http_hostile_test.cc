@@ -304,8 +304,7 @@ TEST(HttpHostileTest, BlockCacheKeysByEndpointAndCredentials) {
     o.endpoint = server->url("");
     o.addressing = S3Addressing::kPath;
     o.anonymous = true;
-    o.http = Quick();
-    auto src = OpenS3Source("s3://b/k", o);
+    auto src = OpenS3Source("s3://b/k", o, Quick());
     ASSERT_TRUE(src.ok()) << src.status().ToString();
     auto cached = MakeCachedSource(*src, *cache);
     ASSERT_TRUE(cached.ok()) << cached.status().ToString();

@@ -37,7 +37,7 @@ TEST(LimiterTest, MakeResolvesBudgets) {
   ASSERT_NE(l, nullptr);
   EXPECT_EQ(l->io_concurrency(), 3u);
   EXPECT_EQ(l->response_budget_count(), 6u);
-  EXPECT_EQ(l->response_budget_bytes(), Options::kDefaultResponseBudgetBytes);
+  EXPECT_EQ(l->response_budget_bytes(), LimiterOptions::kDefaultResponseBudgetBytes);
 
   auto m = MakeLimiter(LimitOptions(5, 7, 4096));
   ASSERT_NE(m, nullptr);
@@ -58,7 +58,7 @@ TEST(LimiterTest, MakeRejectsInvalidOptions) {
     EXPECT_EQ(l.status().code(), StatusCode::kInvalidArgument);
   }
   auto l = Limiter::Make(LimitOptions(0));
-  EXPECT_THAT(l.status().message(), HasSubstr("read-thread-num"));
+  EXPECT_THAT(l.status().message(), HasSubstr("io-concurrency"));
 }
 
 TEST(LimiterTest, ReaderWithoutLimiterGetsItsOwn) {
@@ -70,11 +70,18 @@ TEST(LimiterTest, ReaderWithoutLimiterGetsItsOwn) {
   EXPECT_EQ(a.limiter()->io_concurrency(), 3u);
 }
 
-// A shared limiter's bounds apply; the reader's own limiter fields do not.
-TEST(LimiterTest, SharedLimiterOverridesReaderOptions) {
+// A shared limiter's bounds apply; limiter fields given to the reader are
+// refused, naming them, rather than silently dropped.
+TEST(LimiterTest, SharedLimiterRefusesReaderLimiterFields) {
   auto limiter = MakeLimiter(LimitOptions(2));
   auto gate = GatedSource::Make("g", 1ull << 36);
-  Reader reader = OpenReader(gate, LimitOptions(50), limiter);
+  auto refused = Reader::Open(gate, LimitOptions(50, 7), limiter);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("io-concurrency=50"));
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("response-budget-count=7"));
+  Reader reader = OpenReader(gate, Options(), limiter);
   EXPECT_EQ(reader.limiter(), limiter);
   const auto ranges = SpreadRanges(10, 16);
   auto stream = reader.ReadRanges(ranges, Delivery::kAsCompleted);

@@ -54,9 +54,9 @@ class LocalFileTest : public ::testing::Test {
   const std::string dir_ = scratch_.path();
 };
 
-TEST_F(LocalFileTest, ReaderOpenFileUsesTheDefaultEngine) {
+TEST_F(LocalFileTest, ReaderOpenUrlUsesTheDefaultEngine) {
   std::string path = WriteFile("open.bin", 10'000);
-  auto reader = Reader::OpenFile(path, LimitOptions(4));
+  auto reader = Reader::OpenUrl(path, LimitOptions(4));
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   EXPECT_EQ(reader->source()->name(), path);
   EXPECT_THAT(reader->source()->Describe(),
@@ -70,14 +70,14 @@ TEST_F(LocalFileTest, ReaderOpenFileUsesTheDefaultEngine) {
   ASSERT_TRUE(out.status.ok()) << out.status.ToString();
   EXPECT_EQ(out.bad_bytes, 0u);
 
-  auto missing = Reader::OpenFile(dir_ + "/missing.bin");
+  auto missing = Reader::OpenUrl(dir_ + "/missing.bin");
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
-  auto dir = Reader::OpenFile(dir_);
+  auto dir = Reader::OpenUrl(dir_);
   EXPECT_EQ(dir.status().code(), StatusCode::kInvalidArgument);
-  auto bad = Reader::OpenFile(path, LimitOptions(0));
+  auto bad = Reader::OpenUrl(path, LimitOptions(0));
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(bad.status().message(), HasSubstr("read-thread-num"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("io-concurrency"));
 }
 
 // Makes io_uring_setup fail with EPERM on the calling thread and the threads
@@ -134,7 +134,7 @@ TEST_F(LocalFileTest, IoUringRefusedFallsBackToPreadAndSaysSo) {
     EXPECT_THAT(d, HasSubstr("errno 1"));
   }
   Options options = LimitOptions(4);
-  options.planner = PlannerOptions::None();
+  options.reader.planner = PlannerOptions::None();
   auto reader = Reader::Open(*fallback, options);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   const std::vector<ByteRange> ranges = {{9999, 1}, {0, 10'000}, {17, 4000}};
@@ -163,7 +163,7 @@ TEST_F(LocalFileTest, NopRingDeliversEveryRangeOnce) {
   std::vector<ByteRange> wrapped = ranges;
   for (ByteRange& r : wrapped) r.offset %= (1 << 20);
   Options options = LimitOptions(8);
-  options.planner = PlannerOptions::None();
+  options.reader.planner = PlannerOptions::None();
   auto reader = Reader::Open(*source, options);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   auto stream = reader->ReadRanges(wrapped, Delivery::kAsCompleted);
@@ -410,7 +410,7 @@ TEST_F(LocalHitsTest, ReaderGetsEveryRangeOnceWithHelpers) {
         ::close(fd);
       }
       Options o = LimitOptions(4);
-      o.planner = PlannerOptions::None();
+      o.reader.planner = PlannerOptions::None();
       auto reader = Reader::Open(source, o);
       ASSERT_TRUE(reader.ok());
       std::vector<ByteRange> ranges;

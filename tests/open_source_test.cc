@@ -171,16 +171,6 @@ TEST(OpenSourceDispatchTest, HttpOptionsReachBothObjectStores) {
   }
 }
 
-TEST(OpenSourceDispatchTest, ChangedS3HttpOptionsAreRefusedNotIgnored) {
-  SourceOptions o;
-  o.s3.anonymous = true;
-  o.s3.http.max_attempts = 2;
-  auto source = OpenSource("s3://bucket/k", o);
-  ASSERT_FALSE(source.ok());
-  EXPECT_EQ(source.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(source.status().message(), HasSubstr("SourceOptions.s3.http"));
-}
-
 TEST(OpenSourceDispatchTest, MissingProfileFailsAtOpenNamingTheUrl) {
   SourceOptions o;
   o.s3.profile = "rangeio-no-such-profile";  // skips the environment
@@ -250,9 +240,8 @@ TEST(SourceOptionsTest, EveryKeySetsItsField) {
   EXPECT_EQ(o.local.engine, LocalEngine::kUring);
   EXPECT_TRUE(o.local.direct);
   EXPECT_FALSE(o.local.try_inline);
-  EXPECT_EQ(o.local.threads, 7u);
+  EXPECT_EQ(o.local.threads, std::optional<uint32_t>(7));
   EXPECT_EQ(o.local.hit_threads, std::optional<uint32_t>(0));
-  EXPECT_TRUE(o.s3.http == HttpOptions{});  // s3:// takes `http`
 }
 
 TEST(SourceOptionsTest, BadValuesNameTheKeyButNeverACredential) {

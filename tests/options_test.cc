@@ -1,6 +1,8 @@
 // Options: defaults, Validate, Parse from key/value pairs, ToString.
 #include "rangeio/options.h"
 
+#include "rangeio/limiter.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -20,20 +22,20 @@ using ::testing::Not;
 
 TEST(OptionsTest, Defaults) {
   Options o;
-  EXPECT_EQ(o.io_concurrency, 64u);
-  EXPECT_EQ(o.response_budget_count, 0u);
-  EXPECT_EQ(o.EffectiveResponseBudgetCount(), 128u);
-  EXPECT_EQ(o.response_budget_bytes, 64ull << 20);
-  EXPECT_EQ(o.response_stall_timeout, milliseconds(10'000));
+  EXPECT_EQ(o.limiter.io_concurrency, 64u);
+  EXPECT_EQ(o.limiter.response_budget_count, 0u);
+  EXPECT_EQ(o.limiter.EffectiveResponseBudgetCount(), 128u);
+  EXPECT_EQ(o.limiter.response_budget_bytes, 64ull << 20);
+  EXPECT_EQ(o.reader.response_stall_timeout, milliseconds(10'000));
   EXPECT_TRUE(o.Validate().ok()) << o.Validate().ToString();
 }
 
 TEST(OptionsTest, EffectiveResponseBudgetCount) {
   Options o;
-  o.io_concurrency = 3;
-  EXPECT_EQ(o.EffectiveResponseBudgetCount(), 6u);
-  o.response_budget_count = 5;
-  EXPECT_EQ(o.EffectiveResponseBudgetCount(), 5u);
+  o.limiter.io_concurrency = 3;
+  EXPECT_EQ(o.limiter.EffectiveResponseBudgetCount(), 6u);
+  o.limiter.response_budget_count = 5;
+  EXPECT_EQ(o.limiter.EffectiveResponseBudgetCount(), 5u);
 }
 
 // Sets one field through `mutate`, expects Validate to accept or reject it;
@@ -52,46 +54,46 @@ void ExpectValid(void (*mutate)(Options&), bool valid, const char* key) {
 }
 
 TEST(OptionsTest, ValidateBounds) {
-  ExpectValid([](Options& o) { o.io_concurrency = 0; }, false,
-              "read-thread-num");
-  ExpectValid([](Options& o) { o.io_concurrency = 1; }, true,
-              "read-thread-num");
-  ExpectValid([](Options& o) { o.io_concurrency = 4096; }, true,
-              "read-thread-num");
-  ExpectValid([](Options& o) { o.io_concurrency = 4097; }, false,
-              "read-thread-num");
+  ExpectValid([](Options& o) { o.limiter.io_concurrency = 0; }, false,
+              "io-concurrency");
+  ExpectValid([](Options& o) { o.limiter.io_concurrency = 1; }, true,
+              "io-concurrency");
+  ExpectValid([](Options& o) { o.limiter.io_concurrency = 4096; }, true,
+              "io-concurrency");
+  ExpectValid([](Options& o) { o.limiter.io_concurrency = 4097; }, false,
+              "io-concurrency");
 
-  ExpectValid([](Options& o) { o.response_budget_count = 1'048'576; }, true,
+  ExpectValid([](Options& o) { o.limiter.response_budget_count = 1'048'576; }, true,
               "response-budget-count");
-  ExpectValid([](Options& o) { o.response_budget_count = 1'048'577; }, false,
+  ExpectValid([](Options& o) { o.limiter.response_budget_count = 1'048'577; }, false,
               "response-budget-count");
 
-  ExpectValid([](Options& o) { o.response_budget_bytes = 0; }, false,
+  ExpectValid([](Options& o) { o.limiter.response_budget_bytes = 0; }, false,
               "response-budget-bytes");
-  ExpectValid([](Options& o) { o.response_budget_bytes = 1; }, true,
+  ExpectValid([](Options& o) { o.limiter.response_budget_bytes = 1; }, true,
               "response-budget-bytes");
-  ExpectValid([](Options& o) { o.response_budget_bytes = 1ull << 40; }, true,
+  ExpectValid([](Options& o) { o.limiter.response_budget_bytes = 1ull << 40; }, true,
               "response-budget-bytes");
-  ExpectValid([](Options& o) { o.response_budget_bytes = (1ull << 40) + 1; },
+  ExpectValid([](Options& o) { o.limiter.response_budget_bytes = (1ull << 40) + 1; },
               false, "response-budget-bytes");
 
-  ExpectValid([](Options& o) { o.response_stall_timeout = milliseconds(0); },
+  ExpectValid([](Options& o) { o.reader.response_stall_timeout = milliseconds(0); },
               false, "response-stall-timeout-ms");
-  ExpectValid([](Options& o) { o.response_stall_timeout = milliseconds(-5); },
+  ExpectValid([](Options& o) { o.reader.response_stall_timeout = milliseconds(-5); },
               false, "response-stall-timeout-ms");
-  ExpectValid([](Options& o) { o.response_stall_timeout = milliseconds(1); },
+  ExpectValid([](Options& o) { o.reader.response_stall_timeout = milliseconds(1); },
               true, "response-stall-timeout-ms");
   ExpectValid(
-      [](Options& o) { o.response_stall_timeout = milliseconds(86'400'000); },
+      [](Options& o) { o.reader.response_stall_timeout = milliseconds(86'400'000); },
       true, "response-stall-timeout-ms");
   ExpectValid(
-      [](Options& o) { o.response_stall_timeout = milliseconds(86'400'001); },
+      [](Options& o) { o.reader.response_stall_timeout = milliseconds(86'400'001); },
       false, "response-stall-timeout-ms");
 }
 
 TEST(OptionsTest, ValidateNamesValidRange) {
   Options o;
-  o.io_concurrency = 0;
+  o.limiter.io_concurrency = 0;
   Status s = o.Validate();
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.message(), AllOf(HasSubstr("1"), HasSubstr("4096")));
@@ -105,28 +107,63 @@ TEST(OptionsTest, ParseMapSetsEveryKey) {
       {"response-stall-timeout-ms", "250"},
   });
   ASSERT_TRUE(o.ok()) << o.status().ToString();
-  EXPECT_EQ(o->io_concurrency, 8u);
-  EXPECT_EQ(o->response_budget_count, 24u);
-  EXPECT_EQ(o->response_budget_bytes, 1048576u);
-  EXPECT_EQ(o->response_stall_timeout, milliseconds(250));
+  EXPECT_EQ(o->limiter.io_concurrency, 8u);
+  EXPECT_EQ(o->limiter.response_budget_count, 24u);
+  EXPECT_EQ(o->limiter.response_budget_bytes, 1048576u);
+  EXPECT_EQ(o->reader.response_stall_timeout, milliseconds(250));
+}
+
+// "io-concurrency" is the name, "read-thread-num" (Paimon's) its alias:
+// either sets the field, both at once is refused, and an error names the
+// key the caller wrote.
+TEST(OptionsTest, IoConcurrencyTakesItsNameOrItsAlias) {
+  for (const char* key : {"io-concurrency", "read-thread-num"}) {
+    auto o = Options::Parse(std::map<std::string, std::string>{{key, "9"}});
+    ASSERT_TRUE(o.ok()) << key << ": " << o.status().ToString();
+    EXPECT_EQ(o->limiter.io_concurrency, 9u);
+    EXPECT_TRUE(Options::IsKey(key));
+    auto bad = Options::Parse(std::map<std::string, std::string>{{key, "0"}});
+    ASSERT_FALSE(bad.ok());
+    EXPECT_THAT(bad.status().message(), HasSubstr(std::string(key) + "='0'"));
+  }
+  auto both = Options::Parse("io-concurrency=4,read-thread-num=4");
+  ASSERT_FALSE(both.ok());
+  EXPECT_THAT(both.status().message(), HasSubstr("given twice"));
+}
+
+// The limiter's hedge reserve: automatic (ceil(C x hedge-budget), at least
+// 1) unless hedge-reserve sets it.
+TEST(OptionsTest, HedgeReserveIsAutomaticUnlessSet) {
+  auto o = Options::Parse("io-concurrency=40,hedge-budget=0.1");
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->ResolvedLimiter().hedge_reserve, 4u);
+  auto set = Options::Parse("io-concurrency=40,hedge-reserve=9");
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->ResolvedLimiter().hedge_reserve, 9u);
+  auto limiter = Limiter::Make(*set);
+  ASSERT_TRUE(limiter.ok());
+  EXPECT_EQ((*limiter)->hedge_reserve(), 9u);
+  auto bad = Options::Parse("hedge-reserve=5000");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("hedge-reserve"));
 }
 
 TEST(OptionsTest, ParseEmptyGivesDefaults) {
   auto m = Options::Parse(std::map<std::string, std::string>{});
   ASSERT_TRUE(m.ok());
-  EXPECT_EQ(m->io_concurrency, Options::kDefaultIoConcurrency);
+  EXPECT_EQ(m->limiter.io_concurrency, LimiterOptions::kDefaultIoConcurrency);
   auto s = Options::Parse(std::string_view(""));
   ASSERT_TRUE(s.ok()) << s.status().ToString();
-  EXPECT_EQ(s->response_budget_bytes, Options::kDefaultResponseBudgetBytes);
+  EXPECT_EQ(s->limiter.response_budget_bytes, LimiterOptions::kDefaultResponseBudgetBytes);
 }
 
 TEST(OptionsTest, ParseUntouchedKeysKeepDefaults) {
   auto o = Options::Parse(
       std::map<std::string, std::string>{{"read-thread-num", "3"}});
   ASSERT_TRUE(o.ok());
-  EXPECT_EQ(o->io_concurrency, 3u);
-  EXPECT_EQ(o->response_budget_count, 0u);
-  EXPECT_EQ(o->EffectiveResponseBudgetCount(), 6u);
+  EXPECT_EQ(o->limiter.io_concurrency, 3u);
+  EXPECT_EQ(o->limiter.response_budget_count, 0u);
+  EXPECT_EQ(o->limiter.EffectiveResponseBudgetCount(), 6u);
 }
 
 TEST(OptionsTest, ParseByteSuffixes) {
@@ -140,7 +177,7 @@ TEST(OptionsTest, ParseByteSuffixes) {
     auto o = Options::Parse(
         std::map<std::string, std::string>{{"response-budget-bytes", c.text}});
     ASSERT_TRUE(o.ok()) << c.text << ": " << o.status().ToString();
-    EXPECT_EQ(o->response_budget_bytes, c.want) << c.text;
+    EXPECT_EQ(o->limiter.response_budget_bytes, c.want) << c.text;
   }
   // K / M / G: accepted, as binary or decimal multiples.
   for (auto [text, bin, dec] :
@@ -150,9 +187,9 @@ TEST(OptionsTest, ParseByteSuffixes) {
     auto o = Options::Parse(
         std::map<std::string, std::string>{{"response-budget-bytes", text}});
     ASSERT_TRUE(o.ok()) << text << ": " << o.status().ToString();
-    EXPECT_TRUE(o->response_budget_bytes == bin ||
-                o->response_budget_bytes == dec)
-        << text << " -> " << o->response_budget_bytes;
+    EXPECT_TRUE(o->limiter.response_budget_bytes == bin ||
+                o->limiter.response_budget_bytes == dec)
+        << text << " -> " << o->limiter.response_budget_bytes;
   }
 }
 
@@ -161,9 +198,9 @@ TEST(OptionsTest, ParseStringForm) {
       std::string_view("read-thread-num=16,response-budget-bytes=8MiB,"
                        "response-stall-timeout-ms=500"));
   ASSERT_TRUE(o.ok()) << o.status().ToString();
-  EXPECT_EQ(o->io_concurrency, 16u);
-  EXPECT_EQ(o->response_budget_bytes, 8ull << 20);
-  EXPECT_EQ(o->response_stall_timeout, milliseconds(500));
+  EXPECT_EQ(o->limiter.io_concurrency, 16u);
+  EXPECT_EQ(o->limiter.response_budget_bytes, 8ull << 20);
+  EXPECT_EQ(o->reader.response_stall_timeout, milliseconds(500));
 }
 
 TEST(OptionsTest, ParseStringRejectsMalformedPair) {
@@ -241,22 +278,22 @@ TEST(OptionsTest, ParseRejectsInvalidValuesNamingKeyValueAndRange) {
 
 TEST(OptionsTest, ToStringRoundTrips) {
   Options o;
-  o.io_concurrency = 7;
-  o.response_budget_count = 9;
-  o.response_budget_bytes = 12345;
-  o.response_stall_timeout = milliseconds(77);
+  o.limiter.io_concurrency = 7;
+  o.limiter.response_budget_count = 9;
+  o.limiter.response_budget_bytes = 12345;
+  o.reader.response_stall_timeout = milliseconds(77);
   std::string text = o.ToString();
   for (const char* key :
-       {"read-thread-num", "response-budget-count", "response-budget-bytes",
+       {"io-concurrency", "hedge-reserve", "response-budget-count", "response-budget-bytes",
         "response-stall-timeout-ms"}) {
     EXPECT_THAT(text, HasSubstr(key));
   }
   auto back = Options::Parse(std::string_view(text));
   ASSERT_TRUE(back.ok()) << text << ": " << back.status().ToString();
-  EXPECT_EQ(back->io_concurrency, 7u);
-  EXPECT_EQ(back->response_budget_count, 9u);
-  EXPECT_EQ(back->response_budget_bytes, 12345u);
-  EXPECT_EQ(back->response_stall_timeout, milliseconds(77));
+  EXPECT_EQ(back->limiter.io_concurrency, 7u);
+  EXPECT_EQ(back->limiter.response_budget_count, 9u);
+  EXPECT_EQ(back->limiter.response_budget_bytes, 12345u);
+  EXPECT_EQ(back->reader.response_stall_timeout, milliseconds(77));
 
   auto defaults = Options::Parse(std::string_view(Options().ToString()));
   ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
@@ -275,8 +312,8 @@ TEST(OptionsTest, EveryPlannerPresetAndRatioRoundTrips) {
     auto back = Options::Parse(std::string_view(o->ToString()));
     ASSERT_TRUE(back.ok()) << o->ToString() << ": " << back.status().ToString();
     EXPECT_EQ(back->ToString(), o->ToString());
-    EXPECT_EQ(back->planner->max_overread_ratio,
-              o->planner->max_overread_ratio);
+    EXPECT_EQ(back->reader.planner->max_overread_ratio,
+              o->reader.planner->max_overread_ratio);
   }
 }
 

@@ -33,7 +33,7 @@ PlannerOptions SmallPlanner() {
 
 Options PlannedOptions(PlannerOptions p, uint32_t c = 4) {
   Options o = testing::LimitOptions(c);
-  o.planner = p;
+  o.reader.planner = p;
   return o;
 }
 
@@ -86,7 +86,7 @@ TEST_P(PlannedReaderTest, EveryRangeExactlyOnceWithItsBytes) {
     Options o = PlannedOptions(planner);
     // Room for every split's parts at once (64 KiB / 1 KiB parts), so that
     // no split falls back to a whole read and the plan below is the one run.
-    o.response_budget_count = 64;
+    o.limiter.response_budget_count = 64;
     auto reader = Reader::Open(source, o);
     ASSERT_TRUE(reader.ok()) << reader.status().ToString();
     const std::vector<ByteRange> ranges =
@@ -183,7 +183,7 @@ TEST_P(PlannedReaderTest, SplitThatCannotFitTheBudgetIsReadWhole) {
   auto source = testing::GatedSource::Make(
       "gated", 1 << 20, testing::GatedSource::Mode::kPassInline);
   Options o = PlannedOptions(SmallPlanner());
-  o.response_budget_bytes = 2048;  // the 3 parts need 3000
+  o.limiter.response_budget_bytes = 2048;  // the 3 parts need 3000
   auto reader = Reader::Open(source, o);
   ASSERT_TRUE(reader.ok());
   const std::vector<ByteRange> ranges = {{1000, 3000}};
@@ -239,7 +239,7 @@ TEST_P(PlannedReaderTest, DroppingTheStreamWithHeldPartsReturnsEverything) {
 TEST_P(PlannedReaderTest, PeakRetainedStaysWithinTheBudget) {
   auto source = MakeMemorySource("mem", PatternBuffer(1 << 20), false);
   Options o = PlannedOptions(SmallPlanner(), 2);
-  o.response_budget_count = 3;
+  o.limiter.response_budget_count = 3;
   auto reader = Reader::Open(source, o);
   ASSERT_TRUE(reader.ok());
   std::mt19937_64 rng(7);
@@ -258,7 +258,7 @@ TEST_P(PlannedReaderTest, CoalescedReadsStayWithinTheByteBudget) {
   auto source = testing::GatedSource::Make(
       "gated", 1 << 20, testing::GatedSource::Mode::kPassInline);
   Options o = PlannedOptions(PlannerOptions::Local());
-  o.response_budget_bytes = 1000;
+  o.limiter.response_budget_bytes = 1000;
   auto reader = Reader::Open(source, o);
   ASSERT_TRUE(reader.ok());
   std::vector<ByteRange> ranges;
@@ -297,19 +297,19 @@ TEST(PlannedReaderDefaults, SourcesChooseTheirPreset) {
 TEST(PlannedReaderOptions, PresetThenFieldKeys) {
   auto o = Options::Parse("planner=local,coalesce-gap=1KiB,split-bytes=none");
   ASSERT_TRUE(o.ok()) << o.status().ToString();
-  ASSERT_TRUE(o->planner.has_value());
+  ASSERT_TRUE(o->reader.planner.has_value());
   PlannerOptions want = PlannerOptions::Local();
   want.coalesce_gap = 1024;
   want.split_bytes = PlannerOptions::kNoSplit;
-  EXPECT_EQ(o->planner->ToString(), want.ToString());
+  EXPECT_EQ(o->reader.planner->ToString(), want.ToString());
 
   auto fields = Options::Parse("max-overread-ratio=1.5");
   ASSERT_TRUE(fields.ok()) << fields.status().ToString();
-  EXPECT_EQ(fields->planner->max_overread_ratio, 1.5);
-  EXPECT_EQ(fields->planner->coalesce_gap,
+  EXPECT_EQ(fields->reader.planner->max_overread_ratio, 1.5);
+  EXPECT_EQ(fields->reader.planner->coalesce_gap,
             PlannerOptions::ObjectStore().coalesce_gap);
 
-  EXPECT_FALSE(Options().planner.has_value());
+  EXPECT_FALSE(Options().reader.planner.has_value());
 }
 
 TEST(PlannedReaderOptions, BadValuesNameKeyAndValue) {

@@ -226,7 +226,7 @@ TEST(ReaderTest, OrderedHeadOfLineWaitIsNotAStall) {
   constexpr uint32_t kC = 2, kBudget = 4;
   auto gate = GatedSource::Make("gate", 1ull << 36);
   Options o = LimitOptions(kC, kBudget);
-  o.response_stall_timeout = milliseconds(50);
+  o.reader.response_stall_timeout = milliseconds(50);
   Reader reader = OpenReader(gate, o);
   const auto ranges = SpreadRanges(12, 16);
   auto stream = reader.ReadRanges(ranges, Delivery::kOrdered);
@@ -259,7 +259,7 @@ TEST(ReaderTest, OrderedHeadOfLineWaitIsNotAStall) {
 TEST(ReaderTest, ConsumerHoldingEverythingGetsResourceExhausted) {
   auto source = MakeMemorySource("mem", testing::PatternBuffer(1 << 16));
   Options o = LimitOptions(2, 4);
-  o.response_stall_timeout = milliseconds(50);
+  o.reader.response_stall_timeout = milliseconds(50);
   Reader reader = OpenReader(source, o);
   const auto ranges = SpreadRanges(10, 100, 1000);
   auto stream = reader.ReadRanges(ranges, Delivery::kOrdered);
@@ -292,7 +292,7 @@ TEST(ReaderTest, ConsumerHoldingEverythingGetsResourceExhausted) {
 TEST(ReaderTest, ConsumerHoldingBytesBudgetGetsResourceExhausted) {
   auto source = MakeMemorySource("mem", testing::PatternBuffer(1 << 16));
   Options o = LimitOptions(4, 100, 300);
-  o.response_stall_timeout = milliseconds(50);
+  o.reader.response_stall_timeout = milliseconds(50);
   Reader reader = OpenReader(source, o);
   const auto ranges = SpreadRanges(10, 100, 1000);
   auto stream = reader.ReadRanges(ranges, Delivery::kAsCompleted);
@@ -315,7 +315,7 @@ TEST(ReaderTest, ConsumerHoldingBytesBudgetGetsResourceExhausted) {
 TEST(ReaderTest, StallThatBeginsWhileWaitingStillTimesOut) {
   auto gate = GatedSource::Make("gate", 1 << 20);
   Options o = LimitOptions(2, 2);
-  o.response_stall_timeout = milliseconds(200);
+  o.reader.response_stall_timeout = milliseconds(200);
   Reader reader = OpenReader(gate, o);
   const std::vector<ByteRange> one = {{0, 10}};
   auto x = reader.ReadRanges(one);  // in flight while the consumer waits
@@ -363,7 +363,7 @@ TEST_P(ManyStreamsTest, OneThreadDrainingManyStreamsInTurnNeverHangs) {
     source = *file;
   }
   Options o = LimitOptions(4, 128);
-  o.response_stall_timeout = milliseconds(200);
+  o.reader.response_stall_timeout = milliseconds(200);
   Reader reader = OpenReader(source, o);
   const auto ranges = SpreadRanges(8, 100, 1000);
   std::vector<RangeStream> streams;

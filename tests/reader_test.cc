@@ -240,7 +240,7 @@ TEST(ReaderTest, InlineReadsWaitForTheConsumerAFewAtATime) {
   }
   // Holding every slice: the budget fills and the stream says so.
   Options o = LimitOptions(kC, kBudget, 1 << 20);
-  o.response_stall_timeout = milliseconds(50);
+  o.reader.response_stall_timeout = milliseconds(50);
   Reader reader = OpenReader(MakeMemorySource("mem", buffer, false), o);
   auto stream = reader.ReadRanges(ranges, Delivery::kAsCompleted);
   ASSERT_TRUE(stream.ok());
@@ -378,10 +378,10 @@ TEST(ReaderTest, OpenRejectsBadArguments) {
   auto bad = Reader::Open(gate, LimitOptions(0));
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(bad.status().message(), HasSubstr("read-thread-num"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("io-concurrency"));
 
   Options stall;
-  stall.response_stall_timeout = milliseconds(0);
+  stall.reader.response_stall_timeout = milliseconds(0);
   auto bad_stall = Reader::Open(gate, stall);
   ASSERT_FALSE(bad_stall.ok());
   EXPECT_THAT(bad_stall.status().message(),

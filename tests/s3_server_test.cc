@@ -36,7 +36,7 @@ class S3ServerTest : public ::testing::TestWithParam<HttpBackend> {
   // The options of this backend with the test user's keys.
   S3Options Options(const testing::TestServers& s,
                     const std::string& endpoint = "") const {
-    return testing::S3TestOptions(s, GetParam(), FastOptions(), endpoint);
+    return testing::S3TestOptions(s, GetParam(), endpoint);
   }
 };
 
@@ -70,7 +70,7 @@ TEST_P(S3ServerTest, WrongAccessKeyIsInvalidAccessKeyIdWithoutTheSecret) {
   S3Options o = Options(s);
   o.access_key_id = "AKIDWRONG";
   o.secret_access_key = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzSECRET";
-  auto src = OpenS3Source("s3://" + s.bucket + "/pattern.bin", o);
+  auto src = OpenS3Source("s3://" + s.bucket + "/pattern.bin", o, FastOptions());
   ASSERT_TRUE(src.ok()) << src.status().ToString();
   auto size = (*src)->Size();
   ASSERT_FALSE(size.ok());
@@ -89,7 +89,7 @@ TEST_P(S3ServerTest, WrongSecretIsSignatureDoesNotMatchWhereSignaturesCount) {
   RANGEIO_NEED_BACKEND(s, GetParam());
   S3Options o = Options(s);
   o.secret_access_key = "not-the-secret-" + o.secret_access_key;
-  auto src = OpenS3Source("s3://" + s.bucket + "/pattern.bin", o);
+  auto src = OpenS3Source("s3://" + s.bucket + "/pattern.bin", o, FastOptions());
   ASSERT_TRUE(src.ok()) << src.status().ToString();
   auto bytes = ReadOnce(**src, {10, 100});
   if (!testing::VerifiesSignatures(GetParam())) {
@@ -117,7 +117,7 @@ TEST_P(S3ServerTest, RangeChangedInTransitIsCaughtByTheContentRangeCheck) {
       {{"faults", nlohmann::json::array({{{"kind", "widen_range"}}})}});
   ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
   auto src = OpenS3Source("s3://" + s.bucket + "/pattern.bin",
-                          Options(s, proxy->base()));
+                          Options(s, proxy->base()), FastOptions());
   ASSERT_TRUE(src.ok());
   auto bytes = ReadOnce(**src, {10, 100});
   ASSERT_FALSE(bytes.ok()) << "a widened range was returned as data";
@@ -138,7 +138,7 @@ TEST_P(S3ServerTest, SessionTokenIsSentAndSigned) {
   ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
   S3Options o = Options(s, proxy->base());
   o.session_token = "FwoGZXIvYXdzEJr//////////wEaDM+token=";
-  auto src = OpenS3Source("s3://" + s.bucket + "/pattern.bin", o);
+  auto src = OpenS3Source("s3://" + s.bucket + "/pattern.bin", o, FastOptions());
   ASSERT_TRUE(src.ok());
   auto bytes = ReadOnce(**src, {10, 100});
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
@@ -155,7 +155,7 @@ TEST_P(S3ServerTest, SessionTokenIsSentAndSigned) {
 TEST_P(S3ServerTest, MissingBucketIsNoSuchBucket) {
   RANGEIO_NEED_SERVERS(s);
   RANGEIO_NEED_BACKEND(s, GetParam());
-  auto src = OpenS3Source("s3://no-such-bucket-here/pattern.bin", Options(s));
+  auto src = OpenS3Source("s3://no-such-bucket-here/pattern.bin", Options(s), FastOptions());
   ASSERT_TRUE(src.ok());
   auto size = (*src)->Size();
   ASSERT_FALSE(size.ok());
@@ -177,7 +177,7 @@ TEST_P(S3ServerTest, SecretsNeverAppearInErrorsOrStats) {
     o.secret_access_key = secret;
     o.session_token = token;
     for (const char* key : {"pattern.bin", "missing.bin"}) {
-      auto src = OpenS3Source("s3://" + s.bucket + "/" + key, o);
+      auto src = OpenS3Source("s3://" + s.bucket + "/" + key, o, FastOptions());
       ASSERT_TRUE(src.ok());
       texts.push_back((*src)->name());
       auto size = (*src)->Size();
@@ -187,8 +187,9 @@ TEST_P(S3ServerTest, SecretsNeverAppearInErrorsOrStats) {
       texts.push_back(GetHttpStats(**src)->ToString());
     }
     o.endpoint = "http://127.0.0.1:1";  // nothing listens on port 1
-    o.http.max_attempts = 1;
-    auto down = OpenS3Source("s3://" + s.bucket + "/pattern.bin", o);
+    HttpOptions once = FastOptions();
+    once.max_attempts = 1;
+    auto down = OpenS3Source("s3://" + s.bucket + "/pattern.bin", o, once);
     ASSERT_TRUE(down.ok());
     texts.push_back((*down)->Size().status().ToString());
   }

@@ -397,9 +397,8 @@ TEST(HttpOptionsTest, InvalidValuesNameTheField) {
     EXPECT_THAT(st.message(), HasSubstr(c.field));
     auto src = OpenHttpSource("http://127.0.0.1:1/x", o);
     EXPECT_EQ(src.status().code(), StatusCode::kInvalidArgument) << c.field;
-    S3Options s3;
-    s3.http = o;
-    EXPECT_THAT(s3.Validate().message(), HasSubstr(c.field));
+    auto s3 = OpenS3Source("s3://b/k", S3Options(), o);
+    EXPECT_THAT(s3.status().message(), HasSubstr(c.field));
   }
 }
 

@@ -125,7 +125,7 @@ class SourceConformanceTest : public ::testing::TestWithParam<SourceBackend> {
   static Reader OpenReader(std::shared_ptr<Source> source, Options options,
                            std::shared_ptr<Limiter> limiter = nullptr,
                            bool default_planner = false) {
-    if (!default_planner) options.planner = PlannerOptions::None();
+    if (!default_planner) options.reader.planner = PlannerOptions::None();
     auto reader = Reader::Open(std::move(source), options, std::move(limiter));
     EXPECT_TRUE(reader.ok()) << reader.status().ToString();
     return std::move(reader).value();

@@ -239,8 +239,8 @@ TEST(StatsAccountingTest, ReaderAndLimiterMatchHandCount) {
       GatedSource::Make("two", 1ull << 36, GatedSource::Mode::kPassInline);
   auto limiter = Limiter::Make(testing::LimitOptions(4));
   ASSERT_TRUE(limiter.ok());
-  auto r1 = Reader::Open(gate1, {}, *limiter);
-  auto r2 = Reader::Open(gate2, {}, *limiter);
+  auto r1 = Reader::Open(gate1, ReaderOptions(), *limiter);
+  auto r2 = Reader::Open(gate2, ReaderOptions(), *limiter);
   ASSERT_TRUE(r1.ok()) << r1.status().ToString();
   ASSERT_TRUE(r2.ok()) << r2.status().ToString();
 
@@ -313,7 +313,7 @@ TEST(StatsAccountingTest, LimiterHasCountedEveryReadWhenTheStreamEnds) {
       GatedSource::Make("async", 1ull << 36, GatedSource::Mode::kPassAsync);
   auto limiter = Limiter::Make(testing::LimitOptions(2));
   ASSERT_TRUE(limiter.ok());
-  auto reader = Reader::Open(gate, {}, *limiter);
+  auto reader = Reader::Open(gate, ReaderOptions(), *limiter);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   const auto ranges = testing::SpreadRanges(2, 8);
   for (uint64_t i = 1; i <= 20000; ++i) {

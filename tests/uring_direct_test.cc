@@ -66,7 +66,7 @@ TEST_F(UringDirectTest, WideDirectReadsThroughIoUringUseRegisteredBuffers) {
     ranges.push_back({rng() % (kSize - len + 1), len});
   }
   Options options = LimitOptions(4, 128, 128 << 20);
-  options.planner = PlannerOptions::None();
+  options.reader.planner = PlannerOptions::None();
   auto reader = Reader::Open(source, options);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   auto stream = reader->ReadRanges(ranges, Delivery::kAsCompleted);
@@ -96,7 +96,7 @@ TEST_F(UringDirectTest, SmallDirectReadsOfTwoStreamsThroughIoUring) {
                                 : ByteRange{i * 6151 % (kSize - 5000), 4999});
   }
   Options options = LimitOptions(8);
-  options.planner = PlannerOptions::None();
+  options.reader.planner = PlannerOptions::None();
   std::vector<std::shared_ptr<Limiter>> limiters;
   std::vector<testing::DrainResult> out(2);
   std::vector<std::thread> consumers;
@@ -136,7 +136,7 @@ TEST_F(UringDirectTest, SmallDirectReadsUseTheRegisteredArenaAndFallBack) {
   for (uint64_t i = 0; i < 100; ++i)
     ranges.push_back({i * 37 % 1024 * 4096, 4096});
   Options options = LimitOptions(4, 256, 256 * 4096);
-  options.planner = PlannerOptions::None();
+  options.reader.planner = PlannerOptions::None();
   auto reader = Reader::Open(source, options);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   auto held_stream = reader->ReadRanges(ranges, Delivery::kAsCompleted);
@@ -182,7 +182,7 @@ TEST_F(UringDirectTest, ArenaSlotsReleasedOnOtherThreadsAllComeBack) {
   Open("arena-threads.bin", 4 << 20, 4, &source);  // 16 arena slots
   if (!source) return;
   Options options = LimitOptions(4, 16, 16 * 4096);
-  options.planner = PlannerOptions::None();
+  options.reader.planner = PlannerOptions::None();
   auto reader = Reader::Open(source, options);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   std::vector<ByteRange> ranges;
@@ -257,7 +257,7 @@ TEST_F(UringDirectTest, ArenaSlicesOutliveTheirSource) {
   std::vector<Slice> held;
   {
     Options options = LimitOptions(2, 8, 8 * 4096);
-    options.planner = PlannerOptions::None();
+    options.reader.planner = PlannerOptions::None();
     auto reader = Reader::Open(source, options);
     ASSERT_TRUE(reader.ok()) << reader.status().ToString();
     auto stream = reader->ReadRanges(ranges, Delivery::kOrdered);

@@ -42,7 +42,7 @@ Result<CliOptions> ParseCliOptions(const std::vector<std::string>& items,
 
 SourceOptions EffectiveSourceOptions(const CliOptions& o) {
   SourceOptions s = o.source;
-  if (!o.local_threads_set) s.local.threads = o.reader.io_concurrency;
+  if (!o.local_threads_set) s.local.threads = o.reader.limiter.io_concurrency;
   return s;
 }
 

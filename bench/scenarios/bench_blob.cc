@@ -201,8 +201,8 @@ Result<BlobObjects> ResolveBlobs(const BenchObject& anchor) {
 Result<Outcome> RunLibrary(Layout layout, detail::BatchMode mode,
                            const BlobObjects& objects) {
   Options o;
-  o.io_concurrency = kConcurrency;
-  o.planner = PlannerOptions::None();
+  o.limiter.io_concurrency = kConcurrency;
+  o.reader.planner = PlannerOptions::None();
   RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Limiter> limiter, Limiter::Make(o));
   BatchOptions bo;
   const bool multi =

@@ -70,9 +70,9 @@ Result<Outcome> RunOnce(const PlannerOptions& planner,
       std::shared_ptr<Source> store,
       MakeSimulatedSource("sim://coalesce", kFileBytes, model));
   Options o;
-  o.io_concurrency = kConcurrency;
-  o.response_budget_bytes = kBudgetBytes;
-  o.planner = planner;
+  o.limiter.io_concurrency = kConcurrency;
+  o.limiter.response_budget_bytes = kBudgetBytes;
+  o.reader.planner = planner;
   RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(store, o));
   const auto t0 = std::chrono::steady_clock::now();
   RANGEIO_ASSIGN_OR_RETURN(RangeStream stream,

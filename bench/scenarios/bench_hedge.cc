@@ -139,8 +139,8 @@ Result<Outcome> RunQueries(const std::shared_ptr<Source>& source,
 
 Options BaseOptions() {
   Options o;
-  o.io_concurrency = kConcurrency;
-  o.planner = PlannerOptions::None();  // each range its own read
+  o.limiter.io_concurrency = kConcurrency;
+  o.reader.planner = PlannerOptions::None();  // each range its own read
   return o;
 }
 
@@ -172,13 +172,13 @@ Status HedgeRows(const std::string& prefix,
   RANGEIO_ASSIGN_OR_RETURN(Outcome base, RunQueries(s0, off));
   rep->rows.push_back(MakeRow(prefix + "no-hedge", base));
   Options autoh = BaseOptions();
-  autoh.hedge = Options::Hedge::kAuto;
+  autoh.reader.hedge = ReaderOptions::Hedge::kAuto;
   RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> s1, make());
   RANGEIO_ASSIGN_OR_RETURN(Outcome a, RunQueries(s1, autoh));
   rep->rows.push_back(MakeRow(prefix + "hedge-auto", a));
   Options fixed = BaseOptions();
-  fixed.hedge = Options::Hedge::kFixed;
-  fixed.hedge_after = std::chrono::microseconds(
+  fixed.reader.hedge = ReaderOptions::Hedge::kFixed;
+  fixed.reader.hedge_after = std::chrono::microseconds(
       std::max<uint64_t>(1, base.reader.read_latency.Percentile(0.95) / 1000));
   RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> s2, make());
   RANGEIO_ASSIGN_OR_RETURN(Outcome f, RunQueries(s2, fixed));
@@ -194,7 +194,7 @@ Status OpenLoopRows(
   const Load load{kOpenQueries, kOpenThreads, kOpenRate};
   for (const bool hedge : {false, true}) {
     Options o = BaseOptions();
-    if (hedge) o.hedge = Options::Hedge::kAuto;
+    if (hedge) o.reader.hedge = ReaderOptions::Hedge::kAuto;
     RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> s, make());
     RANGEIO_ASSIGN_OR_RETURN(Outcome out, RunQueries(s, o, load));
     rep->rows.push_back(
@@ -257,7 +257,7 @@ Status StragglerRows(Report* rep) {
               LatencyModel::EveryKth(std::chrono::milliseconds(1),
                                      std::chrono::milliseconds(10), 64)));
       Options o = BaseOptions();
-      if (hedge) o.hedge = Options::Hedge::kAuto;
+      if (hedge) o.reader.hedge = ReaderOptions::Hedge::kAuto;
       RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(store, o));
       const auto t0 = std::chrono::steady_clock::now();
       RANGEIO_ASSIGN_OR_RETURN(
@@ -313,7 +313,7 @@ Result<Report> RunHedge(const BenchOptions& options) {
                 {"threads", kThreads},
                 {"io_concurrency", kConcurrency},
                 {"model", "lognormal median 24 ms sigma 0.3, 1% x10"},
-                {"hedge_budget", Options::kDefaultHedgeBudget}};
+                {"hedge_budget", ReaderOptions::kDefaultHedgeBudget}};
   const auto mixture =
       LatencyModel::Mixture(kMedian, kSigma, kStragglerP, kStragglerFactor);
   RANGEIO_RETURN_NOT_OK(HedgeRows(

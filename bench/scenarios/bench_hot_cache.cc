@@ -114,9 +114,9 @@ Result<double> ThroughRangeio(std::shared_ptr<Source> source,
                               const std::vector<ByteRange>& ranges, Verifier* v,
                               Stats* limiter_stats) {
   Options o;
-  o.io_concurrency = kConcurrency;
+  o.limiter.io_concurrency = kConcurrency;
   // The scenario measures scheduling: each range is its own read.
-  o.planner = PlannerOptions::None();
+  o.reader.planner = PlannerOptions::None();
   RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(std::move(source), o));
   uint64_t n = 0;
   const auto t0 = Clock::now();

@@ -77,7 +77,7 @@ Status RunRangeio(const BenchObject& object, uint64_t size,
   ho.max_connections = kConcurrency;
   RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> src, object.Open(ho));
   Options o;
-  o.io_concurrency = kConcurrency;
+  o.limiter.io_concurrency = kConcurrency;
   RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(src, o));
   const auto t0 = std::chrono::steady_clock::now();
   RANGEIO_ASSIGN_OR_RETURN(RangeStream stream,

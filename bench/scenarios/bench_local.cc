@@ -183,14 +183,14 @@ Result<IoRow> RunOurs(const std::string& path, const Strategy& s,
   const bool check_bytes = s.kind != Kind::kUringNop;
   const bool laps_wanted = s.direct || s.kind != Kind::kFile;
   Options o;
-  o.io_concurrency = kConcurrency;
+  o.limiter.io_concurrency = kConcurrency;
   // Like fio, each read is one block: the local preset would merge adjacent
   // random blocks into larger reads.
-  o.planner = PlannerOptions::None();
+  o.reader.planner = PlannerOptions::None();
   // 2C responses of the row's block size: the budget never holds back
   // the 64 reads in flight.
-  o.response_budget_count = 2 * kConcurrency;
-  o.response_budget_bytes = uint64_t{2} * kConcurrency * block_size;
+  o.limiter.response_budget_count = 2 * kConcurrency;
+  o.limiter.response_budget_bytes = uint64_t{2} * kConcurrency * block_size;
   std::shared_ptr<Limiter> limiter;
   uint64_t wrong = 0;
   {

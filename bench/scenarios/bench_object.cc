@@ -54,9 +54,7 @@ Result<BenchObject> BenchObject::Sibling(const std::string& name) const {
 Result<std::shared_ptr<Source>> BenchObject::Open(
     const HttpOptions& http) const {
   if (!s3()) return OpenHttpSource(url_, http);
-  S3Options o = s3_options_;
-  o.http = http;
-  return OpenS3Source(url_, o);
+  return OpenS3Source(url_, s3_options_, http);
 }
 
 void BenchObject::Sign(CURL* easy) const {

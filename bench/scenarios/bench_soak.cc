@@ -269,7 +269,7 @@ Result<Report> RunSoak(const BenchOptions& options) {
   std::vector<Reader> readers;
   std::vector<uint64_t> sizes;
   std::vector<std::string> objects;
-  RANGEIO_ASSIGN_OR_RETURN(Reader local, Reader::OpenFile(path, o, limiter));
+  RANGEIO_ASSIGN_OR_RETURN(Reader local, Reader::OpenUrl(path, o, {}, limiter));
   readers.push_back(std::move(local));  // none may outlive the check below
   sizes.push_back(kLocalBytes);
   objects.push_back("local");
@@ -301,8 +301,8 @@ Result<Report> RunSoak(const BenchOptions& options) {
     if (port == 0) return Status::IoError("bench soak: no fault listener");
     listeners.push_back(port);
     S3Options so;
-    so.http = ho;
-    so.http.size_hint = kPatternBytes;
+    HttpOptions h = ho;
+    h.size_hint = kPatternBytes;
     so.endpoint = "http://127.0.0.1:" + std::to_string(port);
     so.addressing = S3Addressing::kPath;
     so.region = "us-east-1";
@@ -310,7 +310,7 @@ Result<Report> RunSoak(const BenchOptions& options) {
     so.secret_access_key = "S3RVER";
     const std::string bucket = Env("RANGEIO_TEST_S3_BUCKET");
     RANGEIO_ASSIGN_OR_RETURN(
-        auto src, OpenS3Source("s3://" + bucket + "/pattern.bin", so));
+        auto src, OpenS3Source("s3://" + bucket + "/pattern.bin", so, h));
     RANGEIO_ASSIGN_OR_RETURN(Reader r, Reader::Open(src, o, limiter));
     readers.push_back(std::move(r));
     sizes.push_back(kPatternBytes);
@@ -355,7 +355,7 @@ Result<Report> RunSoak(const BenchOptions& options) {
   const uint64_t rss_end = StatusBytes("VmRSS:");
   const uint64_t heap_end = HeapInUse();
   const uint64_t bound =
-      rss_start + 3 * Options::kDefaultResponseBudgetBytes + kRssSlackBytes;
+      rss_start + 3 * LimiterOptions::kDefaultResponseBudgetBytes + kRssSlackBytes;
 
   Report rep;
   rep.scenario = "soak";

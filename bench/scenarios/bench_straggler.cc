@@ -45,9 +45,9 @@ Status RunOnce(const Strategy& s, const std::vector<ByteRange>& ranges,
       MakeSimulatedSource("sim://straggler", kRanges * kStride,
                           LatencyModel::EveryKth(kFast, kSlow, kEvery)));
   Options o;
-  o.io_concurrency = kConcurrency;
+  o.limiter.io_concurrency = kConcurrency;
   // The scenario measures scheduling: each range is its own read.
-  o.planner = PlannerOptions::None();
+  o.reader.planner = PlannerOptions::None();
   RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(store, o));
   const auto t0 = std::chrono::steady_clock::now();
   RANGEIO_ASSIGN_OR_RETURN(

@@ -69,8 +69,8 @@ Result<Outcome> ReadFor(const std::string& url, bool adaptive, double seconds,
   RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> source,
                            OpenHttpSource(url, ho));
   Options o;
-  o.io_concurrency = kConcurrency;
-  o.planner = PlannerOptions::None();  // each block its own GET
+  o.limiter.io_concurrency = kConcurrency;
+  o.reader.planner = PlannerOptions::None();  // each block its own GET
   RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(source, o));
   // More blocks than 64 in flight can read in the time at 24 ms each.
   const auto n = static_cast<uint64_t>(seconds * kConcurrency / 0.015) + 64;

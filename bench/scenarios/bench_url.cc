@@ -98,10 +98,10 @@ Status RunLibrary(const UrlBenchOptions& o, const SourceOptions& so,
                   Figures* f) {
   RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> src, OpenSource(o.url, so));
   Options ro = o.reader;
-  ro.io_concurrency = o.concurrency;
+  ro.limiter.io_concurrency = o.concurrency;
   // Each read is one backend read, as fio and the direct rows do, unless
   // the user asks for a planner (-o planner=...).
-  if (!ro.planner) ro.planner = PlannerOptions::None();
+  if (!ro.reader.planner) ro.reader.planner = PlannerOptions::None();
   RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(src, ro));
   RangeGen gen(size, o, seed);
   std::vector<ByteRange> ranges;
@@ -310,7 +310,7 @@ Result<Report> RunUrl(const UrlBenchOptions& o) {
     return Status::InvalidArgument("bench url: --block must be at least 1");
   }
   Options ro = o.reader;
-  ro.io_concurrency = o.concurrency;
+  ro.limiter.io_concurrency = o.concurrency;
   if (Status st = ro.Validate(); !st.ok()) {
     return st.WithContext("bench url: --concurrency or -o");
   }
@@ -349,7 +349,7 @@ Result<Report> RunUrl(const UrlBenchOptions& o) {
        o.delivery == Delivery::kOrdered ? "ordered" : "as-completed"},
       {"source", probe->Describe()},
       {"rounds", o.rounds},
-      {"planner", o.reader.planner ? o.reader.planner->ToString() : "none"}};
+      {"planner", o.reader.reader.planner ? o.reader.reader.planner->ToString() : "none"}};
   if (o.reads != 0) {
     rep.config["reads"] = o.reads;
   } else {

@@ -279,12 +279,12 @@ Status RangeioRow(const Context& c, const std::string& name,
   // of them): with less, lists evicted for budget are read again one round
   // trip each (the note's "evicted").
   integrations::IvfOpenOptions opened = o;
-  opened.reader.io_concurrency = kIoConcurrency;
+  opened.reader.limiter.io_concurrency = kIoConcurrency;
   // Connections for every read in flight (the HTTP default is 64), and room
   // for the hedge rows' second copies.
   opened.source.http.max_connections = 2 * kIoConcurrency;
-  opened.reader.response_budget_bytes = kBudgetBytes;
-  opened.reader.response_budget_count = kBudgetCount;
+  opened.reader.limiter.response_budget_bytes = kBudgetBytes;
+  opened.reader.limiter.response_budget_count = kBudgetCount;
   RANGEIO_ASSIGN_OR_RETURN(std::unique_ptr<::faiss::Index> index,
                            integrations::OpenIvfIndex(url, opened));
   SetNprobe(index.get(), c.nprobe);
@@ -355,7 +355,7 @@ Result<double> DownloadSeconds(const std::string& url) {
 Result<double> RoundTripMs(const std::string& url, int parallel) {
   RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> src, OpenSource(url));
   Options o;
-  o.planner = PlannerOptions::None();
+  o.reader.planner = PlannerOptions::None();
   RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(src, o));
   RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, src->Size());
   std::vector<double> ms;
@@ -609,7 +609,7 @@ Result<Report> RunVindex(const BenchOptions& options) {
         RANGEIO_RETURN_NOT_OK(RangeioRow(c, "rangeio-http-stragglers", surl, {},
                                          kHttpSingles, ""));
         integrations::IvfOpenOptions hedged;
-        hedged.reader.hedge = Options::Hedge::kAuto;
+        hedged.reader.reader.hedge = ReaderOptions::Hedge::kAuto;
         RANGEIO_RETURN_NOT_OK(RangeioRow(c, "rangeio-http-stragglers-hedge",
                                          surl, hedged, kHttpSingles, ""));
       }

@@ -129,9 +129,9 @@ enum class S3Addressing {
   kVirtualHosted,  // https://bucket.endpoint/key
 };
 
+// Where an S3 object lives and who reads it; how it is read over HTTP
+// (time-outs, retries, TLS, connections) is the HttpOptions beside it.
 struct S3Options {
-  HttpOptions http;
-
   // Endpoint URL, e.g. "https://s3.eu-west-1.amazonaws.com" or
   // "http://127.0.0.1:9000". Empty: $AWS_ENDPOINT_URL_S3, then
   // $AWS_ENDPOINT_URL, then https://s3.REGION.amazonaws.com.
@@ -210,7 +210,8 @@ Result<std::shared_ptr<Source>> OpenHttpSource(const std::string& url,
 // PermissionDenied when no credentials are found (see S3Options). No I/O.
 // Size() as for OpenHttpSource.
 Result<std::shared_ptr<Source>> OpenS3Source(const std::string& s3_url,
-                                             const S3Options& options = {});
+                                             const S3Options& options = {},
+                                             const HttpOptions& http = {});
 
 // The backend stats of a source made by OpenHttpSource or OpenS3Source;
 // InvalidArgument for any other source.

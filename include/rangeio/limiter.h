@@ -22,6 +22,7 @@
 
 #include <memory>
 
+#include "rangeio/export.h"
 #include "rangeio/options.h"
 #include "rangeio/stats.h"
 #include "rangeio/status.h"
@@ -33,9 +34,13 @@ class LimiterCore;
 struct LimiterAccess;
 }  // namespace detail
 
-class Limiter {
+class RANGEIO_EXPORT Limiter {
  public:
-  // Validates the limiter fields of `options` (io_concurrency and budgets).
+  // Validates `options`. An automatic hedge reserve is sized for readers
+  // hedging at most ReaderOptions::kDefaultHedgeBudget extra reads.
+  static Result<std::shared_ptr<Limiter>> Make(const LimiterOptions& options);
+  // The limiter of `options`, its automatic hedge reserve sized for
+  // options.reader.hedge_budget (what Reader::Open makes for itself).
   static Result<std::shared_ptr<Limiter>> Make(const Options& options);
 
   Limiter(const Limiter&) = delete;
@@ -45,6 +50,7 @@ class Limiter {
   uint32_t io_concurrency() const;
   uint32_t response_budget_count() const;
   uint64_t response_budget_bytes() const;
+  uint32_t hedge_reserve() const;
 
   // Aggregates over every reader of this limiter, and its occupancy now and
   // at its peak.

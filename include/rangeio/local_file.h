@@ -37,12 +37,12 @@ std::string_view LocalEngineName(LocalEngine engine);
 Result<LocalEngine> ParseLocalEngine(std::string_view name);
 
 struct LocalFileOptions {
-  // Reads this source runs at once: the threads of the pread pool (each
-  // blocks in one pread), or the queue depth of the io_uring ring (reads in
-  // the kernel at once; more wait in the source's queue). Sized like the
-  // limiter's io_concurrency (Reader::OpenFile passes it); more would only
-  // sit idle. Valid 1..4096.
-  uint32_t threads = 64;
+  // Reads this source runs at once: the threads of the pread pool, or the
+  // queue depth of the io_uring ring. Valid 1..4096. Unset: 64, or the
+  // limiter's io_concurrency through Reader::OpenUrl (more would sit idle).
+  static constexpr uint32_t kDefaultThreads = 64;
+  std::optional<uint32_t> threads;
+  uint32_t ThreadsOrDefault() const { return threads.value_or(kDefaultThreads); }
   // Try each buffered read inline with preadv2(RWF_NOWAIT) first: a
   // page-cache hit then completes on the calling thread with no hand-off; a
   // miss (EAGAIN) goes to the pool or the ring. Never with `direct` (a

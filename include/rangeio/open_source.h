@@ -23,13 +23,8 @@ namespace rangeio {
 // Options of every backend OpenSource may choose; each uses its own members.
 struct SourceOptions {
   LocalFileOptions local;  // plain paths and file:// URLs
-  // http://, https:// and s3:// URLs: one set of HTTP options for every
-  // object store (OpenSource passes it as S3Options::http for s3://).
-  HttpOptions http;
-  // s3:// URLs: endpoint, region, addressing and credentials. Its `http`
-  // member must stay at its defaults (set `http` above instead): OpenSource
-  // refuses a SourceOptions whose s3.http was changed rather than ignore it.
-  S3Options s3;
+  HttpOptions http;        // http://, https:// and s3:// URLs
+  S3Options s3;  // s3:// URLs: endpoint, region, addressing, credentials
 
   // Applies one option by key (the struct's field names with '-' and a unit
   // suffix: "connect-timeout-ms", "size-hint", "endpoint", "local-engine",
@@ -49,7 +44,7 @@ struct SourceOptions {
 // - "file:///abs/path" or "file://localhost/abs/path": a local file, with
 //   %XX escapes decoded ("file:///a%20b" is "/a b");
 // - "http://..." or "https://...": OpenHttpSource(url, options.http);
-// - "s3://bucket/key": OpenS3Source with options.s3 and options.http; the
+// - "s3://bucket/key": OpenS3Source(url, options.s3, options.http); the
 //   key is taken as written (no %XX decoding: "s3://b/a%20b" names the key
 //   "a%20b", as the AWS CLI does) and sent percent-encoded.
 // Any other scheme is InvalidArgument naming it and listing the supported

@@ -1,12 +1,14 @@
-// rangeio/options.h — every tuning knob of a Reader and its Limiter.
+// rangeio/options.h — the knobs of a Limiter and of a Reader, by owner.
 //
-// One struct, each field with its default, valid range and configuration key.
-// Options arrive in real systems as string key/value pairs (table options,
-// command-line flags); Options::Parse turns those into a validated struct and
-// rejects any bad value with a message naming the key, the value and the
-// valid range. Validate() checks a struct filled in by hand.
+// LimiterOptions bound every reader that shares one Limiter; ReaderOptions
+// say how one reader (and its clones) reads. Options holds both, as they
+// arrive together in real systems: string key/value pairs (table options,
+// the CLI's -o) that Options::Parse turns into a validated struct, rejecting
+// any bad value with a message naming the key, the value and the valid
+// range. Each field's comment gives its key, default and range in a line or
+// two; docs/options.md has the details and the reasons for each default.
 //
-// Thread-safety: a value type.
+// Thread-safety: value types.
 #pragma once
 
 #include <chrono>
@@ -16,89 +18,108 @@
 #include <string>
 #include <string_view>
 
+#include "rangeio/export.h"
 #include "rangeio/planner.h"
 #include "rangeio/status.h"
 
 namespace rangeio {
 
-struct Options {
-  // Key "read-thread-num" (the Paimon option's name). In-flight backend reads
-  // per Limiter, across all readers and clones sharing it. Valid 1..4096.
-  // 64 is Paimon's default and the C of bench straggler.
+// The global bounds a Limiter enforces (rangeio/limiter.h).
+struct RANGEIO_EXPORT LimiterOptions {
+  // --- What most users set ---
+
+  // Key "io-concurrency" (alias "read-thread-num", Apache Paimon's name):
+  // backend reads in flight at once across every reader sharing the
+  // limiter. Valid 1..4096. 64: Paimon's default.
   static constexpr uint32_t kDefaultIoConcurrency = 64;
   uint32_t io_concurrency = kDefaultIoConcurrency;
 
-  // Key "response-budget-count". Responses retained at once: admitted reads
-  // whose bytes the caller has not released yet (in flight, waiting to be
-  // delivered, or delivered and still held). 0 means 2 x io_concurrency, the
-  // ratio the Paimon fix chose so that completions can run ahead of an
-  // in-order consumer by one full window. Valid 0..1,048,576.
-  uint32_t response_budget_count = 0;
-
-  // Key "response-budget-bytes". Retained response bytes at once. A single
-  // read larger than this is still admitted, alone, so nothing deadlocks.
-  // 64 MiB holds 2 x 64 windows of 512 KiB reads, or a few 8-16 MiB parts (the
-  // S3 part size guidance); raise it for wide reads. Valid 1 B..1 TiB.
+  // Key "response-budget-bytes": bytes of results retained at once (read
+  // and not yet released by the caller). A single larger read is admitted
+  // alone. Valid 1 B..1 TiB. 64 MiB: two windows of 64 reads of 512 KiB.
   static constexpr uint64_t kDefaultResponseBudgetBytes = 64ull << 20;
   uint64_t response_budget_bytes = kDefaultResponseBudgetBytes;
 
-  // Key "planner" ("none", "local" or "object-store") and the planner's field
-  // keys "coalesce", "coalesce-gap", "max-overread-ratio", "max-merged-bytes"
-  // and "split-bytes" (planner.h documents each): how requested ranges become
-  // backend reads. Unset (the default): the source's own preset,
-  // Source::DefaultPlannerOptions() (local files "local", the simulated
-  // object store "object-store", a cached source its inner source's; HTTP,
-  // S3, memory and custom sources "none"). Field keys given
-  // without "planner" start from the object-store preset. With "none" each
-  // range is one read, exactly as requested, and nothing is planned.
-  std::optional<PlannerOptions> planner;
+  // --- Most users should leave these alone ---
 
-  // Key "response-stall-timeout-ms". When a stream cannot admit its next read
-  // while nothing is in flight on its limiter (results already read, held by
-  // the caller or waiting in other streams, fill the response budget), Next()
-  // waits this long for a consumer to release some, then fails with
-  // ResourceExhausted instead of hanging.
-  // Valid 1..86,400,000 ms. 10 s: far longer than any release a live consumer
-  // makes, short enough that a consumer that keeps every slice sees its bug.
-  std::chrono::milliseconds response_stall_timeout{10'000};
+  // Key "response-budget-count": results retained at once. 0 means
+  // 2 x io_concurrency (Paimon's ratio: one full window of read-ahead).
+  // Valid 0..1,048,576.
+  uint32_t response_budget_count = 0;
 
-  // Key "hedge": re-issue a backend read still outstanding after a delay
-  // and take whichever copy answers first (docs/options.md, "Hedged
-  // reads"). "off" (the default: bench hedge shows the tail cut with
-  // stragglers, but local files and caches gain nothing from a second copy
-  // on the same device; docs/benchmarks.md), "auto" (after the 98th percentile
-  // of the source's recent read latency, never below 1 ms), or a duration
-  // ("50ms", "250us", "1s"; valid 1 us..60 s). A hedge takes one of the
-  // limiter's hedge reserve permits (ceil(io_concurrency x hedge-budget), at
-  // least 1), so peak in-flight reads and retained responses stay within the
-  // budgets plus that reserve.
-  enum class Hedge { kOff, kAuto, kFixed };
-  Hedge hedge = Hedge::kOff;
-  std::chrono::microseconds hedge_after{0};  // Hedge::kFixed only
+  // Key "hedge-reserve": permits for hedged reads on top of io_concurrency
+  // and the response budget (ReaderOptions::hedge). 0 means
+  // ceil(io_concurrency x hedge-budget), at least 1. Valid 0..4096.
+  uint32_t hedge_reserve = 0;
 
-  // Key "hedge-budget": the largest fraction of extra backend reads that
-  // hedges may add, per source handle. Valid 0..1. 0.05: the 5% extra
-  // reads that "The Tail at Scale" (Dean & Barroso) budgets for hedging.
-  static constexpr double kDefaultHedgeBudget = 0.05;
-  double hedge_budget = kDefaultHedgeBudget;
-
-  // The limiter's reserve of hedge permits for these options.
-  uint32_t HedgeReserve() const;
-
-  // response_budget_count with 0 resolved to 2 x io_concurrency.
+  // response_budget_count with 0 resolved.
   uint32_t EffectiveResponseBudgetCount() const {
     return response_budget_count != 0 ? response_budget_count
                                       : 2 * io_concurrency;
   }
+  // hedge_reserve with 0 resolved for readers hedging at most
+  // `hedge_budget` extra reads.
+  uint32_t EffectiveHedgeReserve(double hedge_budget) const;
 
-  // InvalidArgument naming the field (by its key) and valid range.
+  // InvalidArgument naming the field (by its key) and its valid range.
+  Status Validate() const;
+  bool operator==(const LimiterOptions&) const = default;
+};
+
+// How one Reader reads (rangeio/reader.h).
+struct RANGEIO_EXPORT ReaderOptions {
+  // --- What most users set ---
+
+  // Key "planner" ("none", "local", "object-store"), adjusted by the keys
+  // "coalesce", "coalesce-gap", "max-overread-ratio", "max-merged-bytes"
+  // and "split-bytes" (planner.h): how requested ranges become backend
+  // reads. Unset: the source's preset (SourceInfo::planner).
+  std::optional<PlannerOptions> planner;
+
+  // Key "hedge": re-issue a backend read still outstanding after a delay
+  // and take the first answer. "off" (default), "auto" (the source's
+  // recent p98 latency, at least 1 ms) or a duration "50ms" (1us..60s).
+  enum class Hedge { kOff, kAuto, kFixed };
+  Hedge hedge = Hedge::kOff;
+  std::chrono::microseconds hedge_after{0};  // Hedge::kFixed only
+
+  // --- Most users should leave these alone ---
+
+  // Key "hedge-budget": the largest fraction of extra backend reads hedges
+  // may add, per reader and its clones. Valid 0..1. 0.05: the 5% of "The
+  // Tail at Scale" (Dean & Barroso).
+  static constexpr double kDefaultHedgeBudget = 0.05;
+  double hedge_budget = kDefaultHedgeBudget;
+
+  // Key "response-stall-timeout-ms": how long a stream that cannot be
+  // admitted while nothing is in flight on its limiter waits for the
+  // caller to release results before failing with ResourceExhausted.
+  // Valid 1..86,400,000 ms. 10 s: far past any live consumer's release.
+  std::chrono::milliseconds response_stall_timeout{10'000};
+
+  // InvalidArgument naming the field (by its key) and its valid range.
+  Status Validate() const;
+};
+
+// Both groups, for a reader with a limiter of its own, or as parsed from
+// key=value text.
+struct RANGEIO_EXPORT Options {
+  LimiterOptions limiter;
+  ReaderOptions reader;
+
+  // The limiter options with hedge_reserve resolved for reader.hedge_budget.
+  LimiterOptions ResolvedLimiter() const;
+
   Status Validate() const;
 
   // Starts from the defaults and applies each key=value; rejects unknown
-  // keys and invalid values. Byte sizes take a suffix (K, KiB, M, MiB, G, GiB).
+  // keys, a key given twice (by its name and its alias) and invalid values.
+  // Byte sizes take a suffix (K, KiB, M, MiB, G, GiB).
   static Result<Options> Parse(const std::map<std::string, std::string>& kv);
-  // Same, from "key=value,key=value" (the CLI's --option form).
+  // Same, from "key=value,key=value" (the CLI's -o form).
   static Result<Options> Parse(std::string_view text);
+  // True when `key` is one Parse takes (aliases included).
+  static bool IsKey(std::string_view key);
 
   // "key=value,..." for every key, parseable by Parse.
   std::string ToString() const;

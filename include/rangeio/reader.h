@@ -29,10 +29,12 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "rangeio/byte_range.h"
 #include "rangeio/limiter.h"
+#include "rangeio/open_source.h"
 #include "rangeio/options.h"
 #include "rangeio/slice.h"
 #include "rangeio/source.h"
@@ -105,16 +107,24 @@ class RangeStream {
 
 class Reader {
  public:
-  // A reader on `source`. With `limiter` null, the reader gets a limiter of
-  // its own built from `options`; otherwise it shares `limiter` (whose
-  // bounds then apply, and `options`' limiter fields are ignored).
+  // A reader on `source` with a limiter of its own built from `options`.
+  // With `limiter` set, the reader shares it instead: its bounds apply, and
+  // limiter fields of `options` that differ from their defaults are refused
+  // (InvalidArgument naming them) rather than silently dropped.
   static Result<Reader> Open(std::shared_ptr<Source> source,
                              const Options& options = {},
                              std::shared_ptr<Limiter> limiter = nullptr);
-  // Opens `path` as a local file (pread pool sized to io_concurrency).
-  static Result<Reader> OpenFile(const std::string& path,
-                                 const Options& options = {},
-                                 std::shared_ptr<Limiter> limiter = nullptr);
+  // A reader on `source` sharing `limiter` (not null).
+  static Result<Reader> Open(std::shared_ptr<Source> source,
+                             const ReaderOptions& options,
+                             std::shared_ptr<Limiter> limiter);
+  // OpenSource(url_or_path, source_options) and a reader on it, as Open
+  // above. A local file's threads, unless set, match the limiter's
+  // io_concurrency (one pread thread or ring slot per read in flight).
+  static Result<Reader> OpenUrl(std::string_view url_or_path,
+                                const Options& options = {},
+                                SourceOptions source_options = {},
+                                std::shared_ptr<Limiter> limiter = nullptr);
 
   // Another reader of the same source sharing the same limiter and stats.
   Reader Clone() const;
@@ -133,7 +143,7 @@ class Reader {
   Stats GetStats() const;
   const std::shared_ptr<Limiter>& limiter() const { return limiter_; }
   const std::shared_ptr<Source>& source() const { return source_; }
-  const Options& options() const { return options_; }
+  const ReaderOptions& options() const { return options_; }
 
  private:
   friend struct detail::ReaderAccess;  // the stream builder (src/)
@@ -143,7 +153,7 @@ class Reader {
   std::shared_ptr<Source> read_source_;
   std::shared_ptr<Limiter> limiter_;
   std::shared_ptr<detail::StatsRecorder> stats_;
-  Options options_;
+  ReaderOptions options_;
 };
 
 }  // namespace rangeio

@@ -153,7 +153,7 @@ std::string Beside(std::string_view url, const std::string& file) {
 // offset: the budget would then fill with lists the scan needs last.
 Options ListOptions(const IvfOpenOptions& o) {
   Options r = o.reader;
-  if (!r.planner) r.planner = PlannerOptions::None();
+  if (!r.reader.planner) r.reader.planner = PlannerOptions::None();
   return r;
 }
 

@@ -207,16 +207,16 @@ TEST_P(LayoutTest, BudgetBelowBatchBoundsMemoryAndKeepsLabels) {
   for (const uint64_t budget_lists : {4, 8}) {
     SCOPED_TRACE("budget of " + std::to_string(budget_lists) + " lists");
     IvfOpenOptions o;
-    o.reader.io_concurrency = 2;
-    o.reader.response_budget_count = 4;
-    o.reader.response_budget_bytes =
+    o.reader.limiter.io_concurrency = 2;
+    o.reader.limiter.response_budget_count = 4;
+    o.reader.limiter.response_budget_bytes =
         budget_lists * (largest * (memory->code_size + 8) + 8);
     auto ranged = OpenIvfIndex(path, o);
     ASSERT_TRUE(ranged.ok()) << ranged.status().ToString();
     ExpectSameLabels(*memory, **ranged);
     RangeInvertedLists* lists = RangeListsOf(ranged->get());
     const Stats s = lists->reader().limiter()->GetStats();
-    EXPECT_LE(s.peak_retained_bytes, o.reader.response_budget_bytes);
+    EXPECT_LE(s.peak_retained_bytes, o.reader.limiter.response_budget_bytes);
     EXPECT_LE(s.peak_retained_count, 4u);
     EXPECT_LE(s.peak_in_flight, 2u);
   }

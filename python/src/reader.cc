@@ -235,7 +235,7 @@ OpenOptions ParseOpenOptions(const std::map<std::string, std::string>& kv) {
   }
   out.reader = ValueOrThrow(std::move(reader));
   // One pread thread or ring slot per read in flight, as the CLI does.
-  if (!local_threads_set) out.source.local.threads = out.reader.io_concurrency;
+  if (!local_threads_set) out.source.local.threads = out.reader.limiter.io_concurrency;
   return out;
 }
 

@@ -22,9 +22,11 @@ constexpr uint64_t kMaxResponseBudgetBytes = 1ull << 40;
 constexpr int64_t kMaxStallTimeoutMs = 86'400'000;
 
 constexpr const char* kKeys =
-    "read-thread-num, response-budget-count, response-budget-bytes, "
-    "response-stall-timeout-ms, planner, coalesce, coalesce-gap, "
-    "max-overread-ratio, max-merged-bytes, split-bytes, hedge, hedge-budget";
+    "io-concurrency (alias read-thread-num), response-budget-count, "
+    "response-budget-bytes, hedge-reserve, response-stall-timeout-ms, "
+    "planner, coalesce, coalesce-gap, max-overread-ratio, max-merged-bytes, "
+    "split-bytes, hedge, hedge-budget";
+constexpr uint32_t kMaxHedgeReserve = 4096;
 // A fixed hedge delay: 1 us..60 s (a delay past a minute is a deadline).
 constexpr int64_t kMaxHedgeAfterUs = 60'000'000;
 
@@ -124,9 +126,10 @@ bool ParseDuration(std::string_view s, int64_t* us) {
   return true;
 }
 
-Status ParseHedge(const std::string& value, Options* o) {
+Status ParseHedge(const std::string& value, ReaderOptions* o) {
   if (value == "off" || value == "auto") {
-    o->hedge = value == "off" ? Options::Hedge::kOff : Options::Hedge::kAuto;
+    o->hedge = value == "off" ? ReaderOptions::Hedge::kOff
+                              : ReaderOptions::Hedge::kAuto;
     return Status::OK();
   }
   int64_t us = 0;
@@ -137,7 +140,7 @@ Status ParseHedge(const std::string& value, Options* o) {
   if (us < 1 || us > kMaxHedgeAfterUs) {
     return Invalid("hedge", value, "a fixed hedge delay is valid 1us..60s");
   }
-  o->hedge = Options::Hedge::kFixed;
+  o->hedge = ReaderOptions::Hedge::kFixed;
   o->hedge_after = std::chrono::microseconds(us);
   return Status::OK();
 }
@@ -155,23 +158,104 @@ Status ParseHedgeBudget(const std::string& value, double* out) {
   return Status::OK();
 }
 
-bool IsPlannerField(const std::string& key) {
+bool IsPlannerField(std::string_view key) {
   return key == "coalesce" || key == "coalesce-gap" ||
          key == "max-overread-ratio" || key == "max-merged-bytes" ||
          key == "split-bytes";
 }
 
+// The limiter's keys; false when `key` is not one of them.
+bool ParseLimiterKey(const std::string& key, const std::string& value,
+                     LimiterOptions* o, Status* st) {
+  uint64_t n = 0;
+  if (key == "io-concurrency" || key == "read-thread-num") {
+    *st = ParseInRange(key, value, ParseU64, "an integer 1..4096 is expected",
+                       1, kMaxIoConcurrency, "", &n);
+    o->io_concurrency = static_cast<uint32_t>(n);
+  } else if (key == "response-budget-count") {
+    *st = ParseInRange(
+        key, value, ParseU64,
+        "an integer 0..1048576 is expected (0 = 2 x io-concurrency)", 0,
+        kMaxResponseBudgetCount, " (0 = 2 x io-concurrency)", &n);
+    o->response_budget_count = static_cast<uint32_t>(n);
+  } else if (key == "response-budget-bytes") {
+    *st = ParseInRange(key, value, ParseBytes,
+                       "a byte size is expected, e.g. 67108864, 64MiB, 1G "
+                       "(valid 1 B..1 TiB)",
+                       1, kMaxResponseBudgetBytes, " bytes", &n);
+    o->response_budget_bytes = n;
+  } else if (key == "hedge-reserve") {
+    *st = ParseInRange(key, value, ParseU64,
+                       "an integer 0..4096 is expected (0 = automatic)", 0,
+                       kMaxHedgeReserve, " (0 = automatic)", &n);
+    o->hedge_reserve = static_cast<uint32_t>(n);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The reader's keys other than the planner's; false when `key` is not one.
+bool ParseReaderKey(const std::string& key, const std::string& value,
+                    ReaderOptions* o, Status* st) {
+  uint64_t n = 0;
+  if (key == "response-stall-timeout-ms") {
+    *st = ParseInRange(key, value, ParseU64,
+                       "an integer 1..86400000 (ms) is expected", 1,
+                       kMaxStallTimeoutMs, " ms", &n);
+    o->response_stall_timeout = std::chrono::milliseconds(n);
+  } else if (key == "hedge") {
+    *st = ParseHedge(value, o);
+  } else if (key == "hedge-budget") {
+    *st = ParseHedgeBudget(value, &o->hedge_budget);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The preset first, then the field keys that adjust it (the map is sorted,
+// which would put "coalesce-gap" before "planner").
+Status ParsePlanner(const std::map<std::string, std::string>& kv,
+                    std::optional<PlannerOptions>* planner) {
+  if (auto it = kv.find("planner"); it != kv.end()) {
+    Result<PlannerOptions> preset = PlannerOptions::FromPreset(it->second);
+    if (!preset.ok()) {
+      return Invalid("planner", it->second, "valid none, local, object-store");
+    }
+    *planner = *preset;
+  }
+  for (const auto& [key, value] : kv) {
+    if (!IsPlannerField(key)) continue;
+    if (!*planner) *planner = PlannerOptions::ObjectStore();
+    RANGEIO_RETURN_NOT_OK(ParsePlannerField(key, value, &**planner));
+  }
+  if (*planner) return (*planner)->Validate();
+  return Status::OK();
+}
+
 }  // namespace
 
-Status Options::Validate() const {
+uint32_t LimiterOptions::EffectiveHedgeReserve(double hedge_budget) const {
+  if (hedge_reserve != 0) return hedge_reserve;
+  const double r = std::ceil(io_concurrency * hedge_budget);
+  return std::max<uint32_t>(1, static_cast<uint32_t>(r));
+}
+
+Status LimiterOptions::Validate() const {
   RANGEIO_RETURN_NOT_OK(
-      CheckRange("read-thread-num", io_concurrency, 1, kMaxIoConcurrency));
+      CheckRange("io-concurrency", io_concurrency, 1, kMaxIoConcurrency));
   RANGEIO_RETURN_NOT_OK(
       CheckRange("response-budget-count", response_budget_count, 0,
-                 kMaxResponseBudgetCount, " (0 = 2 x read-thread-num)"));
+                 kMaxResponseBudgetCount, " (0 = 2 x io-concurrency)"));
   RANGEIO_RETURN_NOT_OK(CheckRange("response-budget-bytes",
                                    response_budget_bytes, 1,
                                    kMaxResponseBudgetBytes, " bytes"));
+  return CheckRange("hedge-reserve", hedge_reserve, 0, kMaxHedgeReserve,
+                    " (0 = automatic)");
+}
+
+Status ReaderOptions::Validate() const {
   if (response_stall_timeout.count() < 1 ||
       response_stall_timeout.count() > kMaxStallTimeoutMs) {
     return Invalid("response-stall-timeout-ms",
@@ -190,63 +274,45 @@ Status Options::Validate() const {
   return Status::OK();
 }
 
-uint32_t Options::HedgeReserve() const {
-  const double r = std::ceil(io_concurrency * hedge_budget);
-  return std::max<uint32_t>(1, static_cast<uint32_t>(r));
+LimiterOptions Options::ResolvedLimiter() const {
+  LimiterOptions l = limiter;
+  l.hedge_reserve = limiter.EffectiveHedgeReserve(reader.hedge_budget);
+  return l;
+}
+
+Status Options::Validate() const {
+  RANGEIO_RETURN_NOT_OK(limiter.Validate());
+  return reader.Validate();
+}
+
+bool Options::IsKey(std::string_view key) {
+  static constexpr std::string_view kNames[] = {
+      "io-concurrency",  "read-thread-num", "response-budget-count",
+      "response-budget-bytes", "hedge-reserve",
+      "response-stall-timeout-ms", "planner", "hedge", "hedge-budget"};
+  for (std::string_view k : kNames) {
+    if (k == key) return true;
+  }
+  return IsPlannerField(key);
 }
 
 Result<Options> Options::Parse(const std::map<std::string, std::string>& kv) {
+  if (kv.count("io-concurrency") != 0 && kv.count("read-thread-num") != 0) {
+    return Status::InvalidArgument(
+        "option io-concurrency is given twice: as io-concurrency and as its "
+        "alias read-thread-num");
+  }
   Options o;
-  // The preset first, then the field keys that adjust it (the map is sorted,
-  // which would put "coalesce-gap" before "planner").
-  if (auto it = kv.find("planner"); it != kv.end()) {
-    Result<PlannerOptions> preset = PlannerOptions::FromPreset(it->second);
-    if (!preset.ok()) {
-      return Invalid("planner", it->second, "valid none, local, object-store");
-    }
-    o.planner = *preset;
-  }
+  RANGEIO_RETURN_NOT_OK(ParsePlanner(kv, &o.reader.planner));
   for (const auto& [key, value] : kv) {
-    if (!IsPlannerField(key)) continue;
-    if (!o.planner) o.planner = PlannerOptions::ObjectStore();
-    RANGEIO_RETURN_NOT_OK(ParsePlannerField(key, value, &*o.planner));
-  }
-  if (o.planner) RANGEIO_RETURN_NOT_OK(o.planner->Validate());
-  for (const auto& [key, value] : kv) {
-    uint64_t n = 0;
-    if (key == "planner" || IsPlannerField(key)) {
-      continue;
-    } else if (key == "read-thread-num") {
-      RANGEIO_RETURN_NOT_OK(ParseInRange(key, value, ParseU64,
-                                         "an integer 1..4096 is expected", 1,
-                                         kMaxIoConcurrency, "", &n));
-      o.io_concurrency = static_cast<uint32_t>(n);
-    } else if (key == "response-budget-count") {
-      RANGEIO_RETURN_NOT_OK(ParseInRange(
-          key, value, ParseU64,
-          "an integer 0..1048576 is expected (0 = 2 x read-thread-num)", 0,
-          kMaxResponseBudgetCount, " (0 = 2 x read-thread-num)", &n));
-      o.response_budget_count = static_cast<uint32_t>(n);
-    } else if (key == "response-budget-bytes") {
-      RANGEIO_RETURN_NOT_OK(
-          ParseInRange(key, value, ParseBytes,
-                       "a byte size is expected, e.g. 67108864, 64MiB, 1G "
-                       "(valid 1 B..1 TiB)",
-                       1, kMaxResponseBudgetBytes, " bytes", &n));
-      o.response_budget_bytes = n;
-    } else if (key == "response-stall-timeout-ms") {
-      RANGEIO_RETURN_NOT_OK(ParseInRange(
-          key, value, ParseU64, "an integer 1..86400000 (ms) is expected", 1,
-          kMaxStallTimeoutMs, " ms", &n));
-      o.response_stall_timeout = std::chrono::milliseconds(n);
-    } else if (key == "hedge") {
-      RANGEIO_RETURN_NOT_OK(ParseHedge(value, &o));
-    } else if (key == "hedge-budget") {
-      RANGEIO_RETURN_NOT_OK(ParseHedgeBudget(value, &o.hedge_budget));
-    } else {
+    if (key == "planner" || IsPlannerField(key)) continue;
+    Status st;
+    if (!ParseLimiterKey(key, value, &o.limiter, &st) &&
+        !ParseReaderKey(key, value, &o.reader, &st)) {
       return Status::InvalidArgument("unknown option '" + ForeignText(key) +
                                      "' (known: " + kKeys + ")");
     }
+    RANGEIO_RETURN_NOT_OK(st);
   }
   return o;
 }
@@ -275,17 +341,21 @@ Result<Options> Options::Parse(std::string_view text) {
 }
 
 std::string Options::ToString() const {
+  const ReaderOptions& r = reader;
   std::ostringstream o;
-  o << "read-thread-num=" << io_concurrency
-    << ",response-budget-count=" << response_budget_count
-    << ",response-budget-bytes=" << response_budget_bytes
-    << ",response-stall-timeout-ms=" << response_stall_timeout.count()
+  o << "io-concurrency=" << limiter.io_concurrency
+    << ",response-budget-count=" << limiter.response_budget_count
+    << ",response-budget-bytes=" << limiter.response_budget_bytes
+    << ",hedge-reserve=" << limiter.hedge_reserve
+    << ",response-stall-timeout-ms=" << r.response_stall_timeout.count()
     << ",hedge="
-    << (hedge == Hedge::kOff    ? std::string("off")
-        : hedge == Hedge::kAuto ? std::string("auto")
-                                : std::to_string(hedge_after.count()) + "us")
-    << ",hedge-budget=" << hedge_budget;
-  if (planner) o << "," << planner->ToString();
+    << (r.hedge == ReaderOptions::Hedge::kOff    ? std::string("off")
+        : r.hedge == ReaderOptions::Hedge::kAuto ? std::string("auto")
+                                                 : std::to_string(
+                                                       r.hedge_after.count()) +
+                                                       "us")
+    << ",hedge-budget=" << r.hedge_budget;
+  if (r.planner) o << "," << r.planner->ToString();
   return o.str();
 }
 

@@ -59,34 +59,80 @@ void RangeStream::Cancel() {
 
 size_t RangeStream::size() const { return state_ ? state_->size() : 0; }
 
+namespace {
+
+// The limiter fields of `o` that differ from their defaults, as "key=value".
+std::string ChangedLimiterKeys(const LimiterOptions& o) {
+  const LimiterOptions d;
+  std::string out;
+  auto add = [&out](const char* key, uint64_t v) {
+    out += (out.empty() ? "" : ", ") + std::string(key) + "=" +
+           std::to_string(v);
+  };
+  if (o.io_concurrency != d.io_concurrency) {
+    add("io-concurrency", o.io_concurrency);
+  }
+  if (o.response_budget_count != d.response_budget_count) {
+    add("response-budget-count", o.response_budget_count);
+  }
+  if (o.response_budget_bytes != d.response_budget_bytes) {
+    add("response-budget-bytes", o.response_budget_bytes);
+  }
+  if (o.hedge_reserve != d.hedge_reserve) {
+    add("hedge-reserve", o.hedge_reserve);
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<Reader> Reader::Open(std::shared_ptr<Source> source,
                             const Options& options,
                             std::shared_ptr<Limiter> limiter) {
-  if (!source) return Status::InvalidArgument("Reader::Open: source is null");
   RANGEIO_RETURN_NOT_OK(options.Validate());
   if (!limiter) {
     RANGEIO_ASSIGN_OR_RETURN(limiter, Limiter::Make(options));
+  } else if (!(options.limiter == LimiterOptions())) {
+    return Status::InvalidArgument(
+        "Reader::Open: " + ChangedLimiterKeys(options.limiter) +
+        " set for a reader that shares a limiter: these are the limiter's "
+        "options; set them where the Limiter is made");
   }
+  return Open(std::move(source), options.reader, std::move(limiter));
+}
+
+Result<Reader> Reader::Open(std::shared_ptr<Source> source,
+                            const ReaderOptions& options,
+                            std::shared_ptr<Limiter> limiter) {
+  if (!source) return Status::InvalidArgument("Reader::Open: source is null");
+  if (!limiter) {
+    return Status::InvalidArgument("Reader::Open: limiter is null");
+  }
+  RANGEIO_RETURN_NOT_OK(options.Validate());
   Reader r;
   r.source_ = std::move(source);
   r.limiter_ = std::move(limiter);
   r.stats_ = std::make_shared<detail::StatsRecorder>();
   r.options_ = options;
   r.read_source_ = r.source_;
-  if (options.hedge != Options::Hedge::kOff) {
+  if (options.hedge != ReaderOptions::Hedge::kOff) {
     r.read_source_ = detail::MakeHedgedSource(
         r.source_, options, detail::LimiterAccess::Core(*r.limiter_), r.stats_);
   }
   return r;
 }
 
-Result<Reader> Reader::OpenFile(const std::string& path, const Options& options,
-                                std::shared_ptr<Limiter> limiter) {
+Result<Reader> Reader::OpenUrl(std::string_view url_or_path,
+                               const Options& options,
+                               SourceOptions source_options,
+                               std::shared_ptr<Limiter> limiter) {
   RANGEIO_RETURN_NOT_OK(options.Validate());
-  LocalFileOptions lo;
-  lo.threads = limiter ? limiter->io_concurrency() : options.io_concurrency;
+  if (!source_options.local.threads) {
+    source_options.local.threads =
+        limiter ? limiter->io_concurrency() : options.limiter.io_concurrency;
+  }
   RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> source,
-                           OpenLocalFile(path, lo));
+                           OpenSource(url_or_path, source_options));
   return Open(std::move(source), options, std::move(limiter));
 }
 

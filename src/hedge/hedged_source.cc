@@ -95,13 +95,13 @@ class HedgeCore final : public ReadSink,
   // that the timer stays a small cost per outstanding read.
   static constexpr uint64_t kRetryDivisor = 4;
 
-  HedgeCore(std::shared_ptr<Source> inner, const Options& options,
+  HedgeCore(std::shared_ptr<Source> inner, const ReaderOptions& options,
             std::shared_ptr<LimiterCore> limiter,
             std::shared_ptr<StatsRecorder> stats)
       : inner_(std::move(inner)),
         limiter_(std::move(limiter)),
         stats_(std::move(stats)),
-        auto_(options.hedge == Options::Hedge::kAuto),
+        auto_(options.hedge == ReaderOptions::Hedge::kAuto),
         fixed_ns_(static_cast<uint64_t>(
             std::chrono::nanoseconds(options.hedge_after).count())),
         budget_(options.hedge_budget) {}
@@ -375,7 +375,7 @@ class HedgedSource final : public Source {
 }  // namespace
 
 std::shared_ptr<Source> MakeHedgedSource(std::shared_ptr<Source> inner,
-                                         const Options& options,
+                                         const ReaderOptions& options,
                                          std::shared_ptr<LimiterCore> limiter,
                                          std::shared_ptr<StatsRecorder> stats) {
   return std::make_shared<HedgedSource>(std::make_shared<HedgeCore>(

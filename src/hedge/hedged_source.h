@@ -34,7 +34,7 @@ namespace rangeio::detail {
 // take permits of `limiter`'s reserve and are counted in `stats` and the
 // limiter's stats.
 std::shared_ptr<Source> MakeHedgedSource(std::shared_ptr<Source> inner,
-                                         const Options& options,
+                                         const ReaderOptions& options,
                                          std::shared_ptr<LimiterCore> limiter,
                                          std::shared_ptr<StatsRecorder> stats);
 

@@ -282,12 +282,18 @@ Stats LimiterCore::GetStats() const {
 
 }  // namespace detail
 
-Result<std::shared_ptr<Limiter>> Limiter::Make(const Options& options) {
+Result<std::shared_ptr<Limiter>> Limiter::Make(const LimiterOptions& options) {
   RANGEIO_RETURN_NOT_OK(options.Validate());
   auto core = std::make_shared<detail::LimiterCore>(
       options.io_concurrency, options.EffectiveResponseBudgetCount(),
-      options.response_budget_bytes, options.HedgeReserve());
+      options.response_budget_bytes,
+      options.EffectiveHedgeReserve(ReaderOptions::kDefaultHedgeBudget));
   return std::shared_ptr<Limiter>(new Limiter(std::move(core)));
+}
+
+Result<std::shared_ptr<Limiter>> Limiter::Make(const Options& options) {
+  RANGEIO_RETURN_NOT_OK(options.Validate());
+  return Make(options.ResolvedLimiter());
 }
 
 Limiter::Limiter(std::shared_ptr<detail::LimiterCore> core)
@@ -301,6 +307,7 @@ uint32_t Limiter::response_budget_count() const {
 uint64_t Limiter::response_budget_bytes() const {
   return core_->budget_bytes();
 }
+uint32_t Limiter::hedge_reserve() const { return core_->hedge_reserve(); }
 Stats Limiter::GetStats() const { return core_->GetStats(); }
 bool Limiter::Stalled() const { return core_->Stalled(); }
 

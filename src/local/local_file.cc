@@ -36,9 +36,10 @@ Result<LocalEngine> ParseLocalEngine(std::string_view name) {
 Result<std::shared_ptr<Source>> OpenLocalFile(const std::string& path,
                                               const LocalFileOptions& options) {
   if (path.empty()) return Status::InvalidArgument("file path is empty");
-  if (options.threads < 1 || options.threads > 4096) {
+  const uint32_t threads = options.ThreadsOrDefault();
+  if (threads < 1 || threads > 4096) {
     return Status::InvalidArgument(
-        "LocalFileOptions.threads=" + std::to_string(options.threads) +
+        "LocalFileOptions.threads=" + std::to_string(threads) +
         " for '" + path + "' is invalid: valid 1..4096");
   }
   if (options.hit_threads && *options.hit_threads > 4096) {

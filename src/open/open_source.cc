@@ -98,16 +98,8 @@ Result<std::string> FilePath(std::string_view rest, std::string_view url) {
 
 Result<std::shared_ptr<Source>> OpenS3(std::string_view rest,
                                        const SourceOptions& options) {
-  if (!(options.s3.http == HttpOptions{})) {
-    return Status::InvalidArgument(
-        "SourceOptions.s3.http was changed: OpenSource reads s3:// with "
-        "SourceOptions.http (one set of HTTP options for every object store); "
-        "set that instead");
-  }
-  S3Options s3 = options.s3;
-  s3.http = options.http;
   // The scheme is matched ignoring case; OpenS3Source wants it lower case.
-  return OpenS3Source("s3:" + std::string(rest), s3);
+  return OpenS3Source("s3:" + std::string(rest), options.s3, options.http);
 }
 
 }  // namespace

@@ -15,8 +15,6 @@
 namespace rangeio {
 
 Status S3Options::Validate() const {
-  Status st = http.Validate();
-  if (!st.ok()) return st.WithContext("S3Options.http");
   if (region.find_first_of(": /") != std::string::npos || region.size() > 64 ||
       detail::HasControlChars(region)) {
     return Status::InvalidArgument("S3Options.region='" +
@@ -28,8 +26,10 @@ Status S3Options::Validate() const {
 }
 
 Result<std::shared_ptr<Source>> OpenS3Source(const std::string& s3_url,
-                                             const S3Options& options) {
+                                             const S3Options& options,
+                                             const HttpOptions& http) {
   RANGEIO_RETURN_NOT_OK(options.Validate());
+  RANGEIO_RETURN_NOT_OK(http.Validate());
   RANGEIO_ASSIGN_OR_RETURN(detail::S3Location loc, detail::ParseS3Url(s3_url));
   const detail::EnvLookup env = detail::ProcessEnv;
   const std::string region = detail::ResolveS3Region(options, env);
@@ -77,8 +77,8 @@ Result<std::shared_ptr<Source>> OpenS3Source(const std::string& s3_url,
   target->identity =
       "s3 " + target->url + " " +
       detail::CacheIdentityOf(creds->has_value() ? &**creds : nullptr);
-  target->options = options.http;
-  if (options.http.size_hint) target->size = *options.http.size_hint;
+  target->options = http;
+  if (http.size_hint) target->size = *http.size_hint;
   target->follow_redirects = false;  // a redirect would need a new signature
   target->path_as_is = true;         // keys may hold "./" or "../"
   target->dialect = std::move(dialect);

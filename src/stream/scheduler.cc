@@ -34,7 +34,7 @@ StreamState::StreamState(std::shared_ptr<Source> source,
                          std::shared_ptr<LimiterCore> limiter,
                          std::shared_ptr<StatsRecorder> stats,
                          std::vector<ByteRange> ranges, Delivery delivery,
-                         const Options& options, Scheduling scheduling,
+                         const ReaderOptions& options, Scheduling scheduling,
                          std::function<std::string(uint64_t)> describe)
     : PermitClient(ranges.size()),
       source_(std::move(source)),

@@ -53,7 +53,7 @@ class StreamState final : public StreamBase,
               std::shared_ptr<LimiterCore> limiter,
               std::shared_ptr<StatsRecorder> stats,
               std::vector<ByteRange> ranges, Delivery delivery,
-              const Options& options,
+              const ReaderOptions& options,
               Scheduling scheduling = Scheduling::kRolling,
               std::function<std::string(uint64_t)> describe = nullptr);
 

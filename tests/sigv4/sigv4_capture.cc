@@ -16,10 +16,10 @@
 int main(int argc, char** argv) {
   int failures = 0;
   for (int i = 1; i < argc; ++i) {
-    rangeio::S3Options o;
-    o.http.size_hint = 100;  // the capture server's object size
-    o.http.max_attempts = 1;
-    auto src = rangeio::OpenS3Source(argv[i], o);
+    rangeio::HttpOptions http;
+    http.size_hint = 100;  // the capture server's object size
+    http.max_attempts = 1;
+    auto src = rangeio::OpenS3Source(argv[i], {}, http);
     if (!src.ok()) {
       std::printf("%s %s\n", argv[i], src.status().ToString().c_str());
       ++failures;

@@ -28,9 +28,8 @@ bool HasBackend(const TestServers& s, HttpBackend backend) {
 }
 
 S3Options S3TestOptions(const TestServers& s, HttpBackend backend,
-                        const HttpOptions& http, const std::string& endpoint) {
+                        const std::string& endpoint) {
   S3Options o;
-  o.http = http;
   o.region = "us-east-1";
   const bool rgw = IsRgw(backend);
   o.access_key_id = rgw ? s.rgw_access_key : kS3AccessKey;
@@ -65,7 +64,7 @@ Result<std::shared_ptr<Source>> OpenTestObject(const TestServers& s,
     return OpenHttpSource(base + "/" + detail::EncodeS3Key(object), http);
   }
   return OpenS3Source("s3://" + s.bucket + "/" + object,
-                      S3TestOptions(s, backend, http, proxy));
+                      S3TestOptions(s, backend, proxy), http);
 }
 
 HttpOptions FastOptions() {

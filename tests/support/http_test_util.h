@@ -44,10 +44,9 @@ inline constexpr char kS3AccessKey[] = "S3RVER";
 inline constexpr char kS3Secret[] = "S3RVER";
 
 // S3Options for the S3 server of `backend` (s3rver or RGW, with its keys)
-// at `endpoint` (default: the server's own) with `http` options and the
-// addressing of `backend`.
+// at `endpoint` (default: the server's own) with the addressing of
+// `backend`.
 S3Options S3TestOptions(const TestServers& s, HttpBackend backend,
-                        const HttpOptions& http = {},
                         const std::string& endpoint = "");
 
 // Opens `object` (a path under nginx's root, or a key of the bucket) on

@@ -39,9 +39,9 @@ std::vector<ByteRange> SpreadRanges(size_t n, uint64_t length, uint64_t stride,
 
 Options LimitOptions(uint32_t c, uint32_t budget_count, uint64_t budget_bytes) {
   Options o;
-  o.io_concurrency = c;
-  o.response_budget_count = budget_count;
-  o.response_budget_bytes = budget_bytes;
+  o.limiter.io_concurrency = c;
+  o.limiter.response_budget_count = budget_count;
+  o.limiter.response_budget_bytes = budget_bytes;
   return o;
 }
 

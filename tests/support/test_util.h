@@ -49,7 +49,7 @@ std::vector<ByteRange> SpreadRanges(size_t n, uint64_t length,
 // Options for a limiter of `c` permits; the rest default unless given.
 Options LimitOptions(
     uint32_t c, uint32_t budget_count = 0,
-    uint64_t budget_bytes = Options::kDefaultResponseBudgetBytes);
+    uint64_t budget_bytes = LimiterOptions::kDefaultResponseBudgetBytes);
 
 // A memory buffer whose byte i is PatternByteAt(i).
 Slice PatternBuffer(size_t size);

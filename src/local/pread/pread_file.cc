@@ -406,8 +406,8 @@ std::shared_ptr<Source> MakePreadFile(std::shared_ptr<const FileHandle> file,
   const uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
   const uint32_t hit_threads = options.hit_threads
                                    ? *options.hit_threads
-                                   : std::min(options.threads, cores - 1);
-  auto pool = std::make_shared<PreadPool>(std::move(file), options.threads,
+                                   : std::min(options.ThreadsOrDefault(), cores - 1);
+  auto pool = std::make_shared<PreadPool>(std::move(file), options.ThreadsOrDefault(),
                                           hit_threads);
   return std::make_shared<PreadFile>(std::move(pool), options.try_inline,
                                      std::move(why));
