@@ -312,6 +312,11 @@ TEST(HttpHostileTest, BlockCacheKeysByEndpointAndCredentials) {
     ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
     got.emplace_back(reinterpret_cast<const char*>(bytes->data()),
                      bytes->size());
+    // The backend's stats are reached through the cache (a SourceWrapper).
+    auto stats = GetHttpStats(**cached);
+    ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+    EXPECT_GE(stats->gets, 1u);
+    EXPECT_EQ(stats->gets, GetHttpStats(**src)->gets);
   }
   EXPECT_EQ(got[0], std::string(200, 'f'));
   EXPECT_EQ(got[1], std::string(200, 'S'));
@@ -325,7 +330,7 @@ TEST(HttpHostileTest, BlockCacheKeysByEndpointAndCredentials) {
     o.secret_access_key = secret;
     auto src = OpenS3Source("s3://b/k", o);
     ASSERT_TRUE(src.ok()) << src.status().ToString();
-    ids.push_back((*src)->CacheIdentity());
+    ids.push_back((*src)->Info().cache_identity);
     EXPECT_EQ(ids.back().find(secret), std::string::npos) << ids.back();
   }
   EXPECT_NE(ids[0], ids[1]);

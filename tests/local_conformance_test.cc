@@ -5,7 +5,7 @@
 // of sizes on and around alignment boundaries, read back byte for byte:
 // ranges ending at the end of the file, an empty file, files truncated or
 // removed while reads are queued, errors that name the file and the range,
-// what Describe() says, and how opening a file fails. Not per engine:
+// what Info().description says, and how opening a file fails. Not per engine:
 // local_file_test.cc and uring_direct_test.cc.
 //
 // Nothing here depends on timing: where a race is the point (a file
@@ -123,7 +123,7 @@ INSTANTIATE_TEST_SUITE_P(Engines, LocalConformanceTest,
 TEST_P(LocalConformanceTest, DescribeNamesTheEngine) {
   std::string path = WriteFile("d.bin", 10);
   OPEN_OR_SKIP(source, path);
-  const std::string d = source->Describe();
+  const std::string d = source->Info().description;
   EXPECT_THAT(
       d, StartsWith(GetParam().engine == LocalEngine::kPread ? "pread pool"
                                                              : "io_uring"));

@@ -59,7 +59,7 @@ TEST_F(LocalFileTest, ReaderOpenUrlUsesTheDefaultEngine) {
   auto reader = Reader::OpenUrl(path, LimitOptions(4));
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   EXPECT_EQ(reader->source()->name(), path);
-  EXPECT_THAT(reader->source()->Describe(),
+  EXPECT_THAT(reader->source()->Info().description,
               StartsWith(DefaultLocalEngine(false) == LocalEngine::kUring
                              ? "io_uring, queue depth 4"
                              : "pread pool, up to 4 threads"));
@@ -127,7 +127,7 @@ TEST_F(LocalFileTest, IoUringRefusedFallsBackToPreadAndSaysSo) {
   EXPECT_THAT(explicit_uring.status().message(), HasSubstr("io_uring"));
 
   ASSERT_TRUE(fallback.ok()) << fallback.status().ToString();
-  const std::string d = (*fallback)->Describe();
+  const std::string d = (*fallback)->Info().description;
   if (DefaultLocalEngine(true) == LocalEngine::kUring) {
     EXPECT_THAT(d, StartsWith("pread pool"));
     EXPECT_THAT(d, HasSubstr("io_uring unavailable"));
@@ -177,7 +177,7 @@ TEST_F(LocalFileTest, NopRingDeliversEveryRangeOnce) {
   for (size_t size : out.sizes) ASSERT_EQ(size, 4096u);
   EXPECT_LE(reader->limiter()->GetStats().peak_in_flight, 8u);
   ExpectLimiterDrains(*reader->limiter());
-  EXPECT_THAT((*source)->Describe(), HasSubstr("IORING_OP_NOP"));
+  EXPECT_THAT((*source)->Info().description, HasSubstr("IORING_OP_NOP"));
 }
 
 // Opens the no-disk io_uring engine over a small O_DIRECT file, or says why
@@ -259,7 +259,7 @@ TEST_F(LocalFileTest, WaitingConsumerDrivesTheRing) {
     EXPECT_EQ(done.bytes->size(), 4096u);
   }
   EXPECT_EQ(sink.duplicates(), 0u);
-  EXPECT_THAT((*source)->Describe(),
+  EXPECT_THAT((*source)->Info().description,
               HasSubstr("3 delivered by waiting consumers"));
 }
 

@@ -286,11 +286,11 @@ INSTANTIATE_TEST_SUITE_P(Delivery, PlannedReaderTest,
 
 TEST(PlannedReaderDefaults, SourcesChooseTheirPreset) {
   auto mem = MakeMemorySource("mem", PatternBuffer(16), true);
-  EXPECT_FALSE(mem->DefaultPlannerOptions().coalesce);
+  EXPECT_FALSE(mem->Info().planner.coalesce);
   auto sim = MakeSimulatedSource(
       "sim", 1 << 20, LatencyModel::Fixed(std::chrono::microseconds(1)));
   ASSERT_TRUE(sim.ok());
-  EXPECT_EQ((*sim)->DefaultPlannerOptions().ToString(),
+  EXPECT_EQ((*sim)->Info().planner.ToString(),
             PlannerOptions::ObjectStore().ToString());
 }
 

@@ -74,7 +74,7 @@ TEST_F(UringDirectTest, WideDirectReadsThroughIoUringUseRegisteredBuffers) {
   auto out = testing::Drain(*stream, ranges);
   ASSERT_TRUE(out.status.ok()) << out.status.ToString();
   EXPECT_EQ(out.bad_bytes, 0u);
-  const std::string d = source->Describe();
+  const std::string d = source->Info().description;
   EXPECT_THAT(d, HasSubstr("registered 1 MiB buffers")) << d;
   EXPECT_EQ(d.find("(0 into registered buffers)"), std::string::npos) << d;
 }
@@ -156,14 +156,14 @@ TEST_F(UringDirectTest, SmallDirectReadsUseTheRegisteredArenaAndFallBack) {
     EXPECT_TRUE(MatchesPattern(r, held.slices[i].span()))
         << "held result for offset " << r.offset << " changed";
   }
-  const std::string d = source->Describe();
+  const std::string d = source->Info().description;
   EXPECT_THAT(d, HasSubstr("and 16 of 4 KiB")) << d;
   EXPECT_EQ(d.find("(0 into registered buffers)"), std::string::npos) << d;
 }
 
-// The count in Describe()'s "(N into registered buffers)".
+// The count in Info().description's "(N into registered buffers)".
 uint64_t RegisteredReads(Source& source) {
-  const std::string d = source.Describe();
+  const std::string d = source.Info().description;
   const size_t end = d.find(" into registered buffers)");
   const size_t begin = d.rfind('(', end);
   if (end == std::string::npos || begin == std::string::npos) {
@@ -242,7 +242,7 @@ TEST_F(UringDirectTest, ArenaSlotsReleasedOnOtherThreadsAllComeBack) {
   ASSERT_TRUE(held.status.ok()) << held.status.ToString();
   EXPECT_EQ(held.bad_bytes, 0u);
   EXPECT_EQ(RegisteredReads(*source) - before, all.size())
-      << source->Describe();
+      << source->Info().description;
 }
 
 // Slices of the 4 KiB arena outlive the source, its ring and the reader:
@@ -266,7 +266,7 @@ TEST_F(UringDirectTest, ArenaSlicesOutliveTheirSource) {
     ASSERT_TRUE(out.status.ok()) << out.status.ToString();
     ASSERT_EQ(out.indexes, (std::vector<size_t>{0, 1, 2, 3, 4, 5}));
     held = std::move(out.slices);
-    EXPECT_THAT(source->Describe(), HasSubstr("(6 into registered buffers)"));
+    EXPECT_THAT(source->Info().description, HasSubstr("(6 into registered buffers)"));
     source.reset();  // the reader's is the last: the ring ends with it
   }
   ASSERT_EQ(held.size(), ranges.size());

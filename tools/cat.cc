@@ -35,7 +35,7 @@ Status Cat(const std::string& url_or_path,
   if (std::fflush(stdout) != 0)
     return Status::FromErrno(errno, "writing to stdout");
   std::fprintf(stderr, "rangeio cat: read '%s' with %s\n",
-               source->name().c_str(), source->Describe().c_str());
+               source->name().c_str(), source->Info().description.c_str());
   return Status::OK();
 }
 

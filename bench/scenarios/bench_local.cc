@@ -243,7 +243,7 @@ Result<IoRow> RunOurs(const std::string& path, const Strategy& s,
   while (limiter->GetStats().in_flight != 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  row.note = source->Describe();
+  row.note = source->Info().description;
   if (pin) row.note += pin->cpu() < 0 ? " [NOT PINNED]" : " [on one CPU]";
   if (wrong != 0) {
     return Status::Internal("bench local " + row.strategy + ": " +

@@ -46,7 +46,7 @@ struct IoRow {
   double p99_us = 0;
   double cpu_seconds = 0;   // user + system, all threads (or fio's report)
   uint64_t span_bytes = 0;  // bench local: the bytes of the file it read from
-  std::string note;         // e.g. the engine's Describe()
+  std::string note;         // e.g. the engine's Info().description
 
   double iops() const {
     return seconds > 0 ? static_cast<double>(reads) / seconds : 0;

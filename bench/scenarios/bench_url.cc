@@ -141,7 +141,7 @@ Status RunLibrary(const UrlBenchOptions& o, const SourceOptions& so,
   f->peak_inflight = ls.peak_in_flight;
   f->peak_retained = ls.peak_retained_count;
   if (auto hs = GetHttpStats(*src); hs.ok()) f->http = *hs;
-  f->note = src->Describe();
+  f->note = src->Info().description;
   return Status::OK();
 }
 
@@ -347,7 +347,7 @@ Result<Report> RunUrl(const UrlBenchOptions& o) {
       {"pattern", o.sequential ? "sequential" : "random"},
       {"delivery",
        o.delivery == Delivery::kOrdered ? "ordered" : "as-completed"},
-      {"source", probe->Describe()},
+      {"source", probe->Info().description},
       {"rounds", o.rounds},
       {"planner", o.reader.reader.planner ? o.reader.reader.planner->ToString() : "none"}};
   if (o.reads != 0) {

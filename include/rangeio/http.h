@@ -213,7 +213,8 @@ Result<std::shared_ptr<Source>> OpenS3Source(const std::string& s3_url,
                                              const S3Options& options = {},
                                              const HttpOptions& http = {});
 
-// The backend stats of a source made by OpenHttpSource or OpenS3Source;
+// The backend stats of a source made by OpenHttpSource or OpenS3Source,
+// also behind decorators (SourceWrapper: a BlockCache, ...);
 // InvalidArgument for any other source.
 Result<HttpStats> GetHttpStats(const Source& source);
 

@@ -24,12 +24,12 @@
 #include <vector>
 
 #include "rangeio/byte_range.h"
+#include "rangeio/export.h"
+#include "rangeio/planner.h"
 #include "rangeio/slice.h"
 #include "rangeio/status.h"
 
 namespace rangeio {
-
-struct PlannerOptions;  // rangeio/planner.h
 
 // One finished read, as a batch hands it over (ReadSink::OnReadsDone).
 struct ReadCompletion {
@@ -65,21 +65,37 @@ class ReadSink {
   ~ReadSink() = default;
 };
 
-class Source {
+// What a source is, beyond its name: how a cache keys its bytes, how a
+// Reader plans its reads, and what it says about itself in logs.
+struct SourceInfo {
+  // Equal only for sources that must give the same bytes. name() leaves out
+  // what errors must not show (an S3 source's endpoint and credentials), so
+  // remote sources add them here, secrets only as a hash. Never shown.
+  // Empty means name().
+  std::string cache_identity;
+  // How a Reader plans reads of this source unless ReaderOptions::planner
+  // says otherwise: the preset that suits the storage behind it.
+  PlannerOptions planner = PlannerOptions::None();
+  // One line for people and logs: the backend, how it is set up, and why
+  // when it is not the one asked for (e.g. "pread pool, up to 64 threads,
+  // buffered; io_uring unavailable: ..."). May include running counters.
+  std::string description;
+};
+
+class RANGEIO_EXPORT Source {
  public:
+  // Source::Cancel's tag for every read of a sink.
+  static constexpr uint64_t kAllReads = UINT64_MAX;
+
   Source() = default;
   Source(const Source&) = delete;
   Source& operator=(const Source&) = delete;
   virtual ~Source() = default;
 
+  // --- What every source implements ---
+
   // What errors call this source: a path, a URL, a name given by the user.
   virtual const std::string& name() const = 0;
-
-  // Which bytes this source reads, for a cache to key them by: equal only
-  // for sources that must give the same bytes. name() leaves out what
-  // errors must not show (an S3 source's endpoint and credentials), so
-  // remote sources add them here, the secrets only as a hash. Never shown.
-  virtual std::string CacheIdentity() const { return name(); }
 
   // Size in bytes. May do I/O the first time (a stat, a request); cached.
   virtual Result<uint64_t> Size() = 0;
@@ -87,43 +103,43 @@ class Source {
   // Starts reading `range`, which the caller has checked against Size().
   // Calls sink->OnReadDone(tag, ...) exactly once. A zero-length range
   // completes with an empty Slice. Never throws, never blocks on I/O.
+  // `tag` is never kAllReads.
   virtual void Read(ByteRange range, ReadSink* sink, uint64_t tag) = 0;
 
+  // --- What a source may refine (the defaults are correct) ---
+
+  // Cache identity, planner preset and description (see SourceInfo). The
+  // default: name(), PlannerOptions::None(), no description.
+  virtual SourceInfo Info() const;
+
   // Starts several reads for one sink: the same as Read for each, in order
-  // (the default does just that), but a backend that queues reads for its
-  // own threads queues them under one lock. The Reader issues the reads
-  // each admission grants with one call.
+  // (the default does just that); a backend that queues reads for its own
+  // threads queues them under one lock.
   virtual void ReadMany(std::span<const ReadRequest> reads, ReadSink* sink) {
     for (const ReadRequest& r : reads) Read(r.range, sink, r.tag);
   }
 
-  // Asks the backend to abandon the read it accepted as (sink, tag), whose
-  // result is no longer wanted (a hedged read's loser). Best effort and
-  // never blocking: a backend that can still stop it (a timer not yet due,
-  // a transfer on the wire, a read still queued) completes it at once with
-  // a Cancelled status and frees its buffer; one that cannot, or a read
-  // already finished, completes as usual. Either way the sink is called
-  // exactly once, possibly inside Cancel (the caller holds no lock its
-  // sink takes). An unknown (sink, tag) is ignored. The default does
-  // nothing: the read completes in its own time.
+  // Asks the backend to abandon the read (sink, tag), or with kAllReads
+  // every read it still runs for `sink`, whose results are no longer wanted
+  // (a hedged read's loser, a cancelled stream). Best effort, never
+  // blocking: a read the backend can still stop (a timer not yet due, a
+  // transfer on the wire, a read still queued) completes at once with
+  // Cancelled and frees its buffer; the others complete as usual. Either
+  // way each is completed exactly once, possibly inside Cancel (the caller
+  // holds no lock its sink takes). Unknown reads are ignored. The default
+  // does nothing: reads complete in their own time.
   virtual void Cancel(ReadSink* sink, uint64_t tag) {
     (void)sink;
     (void)tag;
   }
 
-  // How a Reader plans reads of this source unless Options::planner says
-  // otherwise: the preset that suits the storage behind it. The default,
-  // PlannerOptions::None(), reads each range as requested. Callers include
-  // rangeio/planner.h to use the result.
-  virtual PlannerOptions DefaultPlannerOptions() const;
-
-  // Hands out, at once and with no I/O, the ranges this source already holds
-  // in memory (a cache in front of it): sets (*out)[i] for each range i it
-  // can serve and returns how many it set. `out` is empty on entry; a source
-  // that serves any range resizes it to ranges.size() first. The ranges are
-  // valid (within Size()). The Reader calls it
-  // before admitting any read, so such a range takes no permit and no
-  // response budget. Thread-safe. The default serves nothing.
+  // Hands out, at once and with no I/O, the ranges this source already
+  // holds in memory (a cache in front of it): sets (*out)[i] for each range
+  // i it can serve and returns how many it set. `out` is empty on entry; a
+  // source that serves any range resizes it to ranges.size() first. The
+  // ranges are within Size(). A Reader calls it before admitting any read,
+  // so such a range takes no permit and no response budget. The default
+  // serves nothing.
   virtual size_t ReadCached(std::span<const ByteRange> ranges,
                             std::vector<std::optional<Slice>>* out) {
     (void)ranges;
@@ -134,29 +150,47 @@ class Source {
   // Runs, on the calling thread, up to `max_reads` reads this source has
   // queued for its own threads and can finish without blocking (page-cache
   // hits waiting for a helper thread; an io_uring ring's submissions and
-  // completions), completing them as usual; returns how many it completed.
-  // A Reader's consumer calls it when it has no result to take and would
-  // otherwise wait: the waiting thread does the work instead of idling
-  // while the source's threads do it. Never blocks on I/O. Thread-safe.
-  // The default runs nothing.
+  // completions); returns how many it completed. A consumer that would
+  // otherwise wait calls it, so the waiting thread does the work. The
+  // default runs nothing.
   virtual size_t Assist(size_t max_reads) {
     (void)max_reads;
     return 0;
   }
+};
 
-  // Asks the source to end early the reads it still runs for `sink` (a
-  // stream that was cancelled): each still completes exactly once, with
-  // Cancelled or with its result if it was done. Remote sources abort the
-  // transfer, so that its permit, buffer and connection come back at once
-  // rather than after its timeouts. The default does nothing: a local read
-  // ends soon anyway.
-  virtual void CancelReads(ReadSink* /*sink*/) {}
+// A Source that forwards every call to another, for decorators to derive
+// from (as LevelDB's EnvWrapper): override what the decorator changes, and
+// the rest reaches the target. ReadMany is the exception: it stays the
+// default, one call of this->Read per read, so that a decorator's Read is
+// never bypassed; one that leaves Read alone may forward ReadMany too.
+// target() lets code see through decorators (GetHttpStats does).
+class RANGEIO_EXPORT SourceWrapper : public Source {
+ public:
+  explicit SourceWrapper(std::shared_ptr<Source> target)
+      : target_(std::move(target)) {}
 
-  // One line for people and logs: which backend serves this source, how it
-  // is set up, and why when it is not the one that was asked for (e.g.
-  // "pread pool, up to 64 threads, buffered; io_uring unavailable: ...").
-  // May include running counters. The default says nothing (empty).
-  virtual std::string Describe() const { return {}; }
+  const std::shared_ptr<Source>& target() const { return target_; }
+
+  const std::string& name() const override { return target_->name(); }
+  Result<uint64_t> Size() override { return target_->Size(); }
+  void Read(ByteRange range, ReadSink* sink, uint64_t tag) override {
+    target_->Read(range, sink, tag);
+  }
+  SourceInfo Info() const override { return target_->Info(); }
+  void Cancel(ReadSink* sink, uint64_t tag) override {
+    target_->Cancel(sink, tag);
+  }
+  size_t ReadCached(std::span<const ByteRange> ranges,
+                    std::vector<std::optional<Slice>>* out) override {
+    return target_->ReadCached(ranges, out);
+  }
+  size_t Assist(size_t max_reads) override {
+    return target_->Assist(max_reads);
+  }
+
+ private:
+  const std::shared_ptr<Source> target_;
 };
 
 }  // namespace rangeio

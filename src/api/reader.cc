@@ -201,7 +201,7 @@ Result<RangeStream> ReaderAccess::ReadRanges(const Reader& reader,
   RANGEIO_RETURN_NOT_OK(CheckRanges(ranges, size, source->name()));
   const PlannerOptions planner = reader.options_.planner
                                      ? *reader.options_.planner
-                                     : source->DefaultPlannerOptions();
+                                     : source->Info().planner;
   const std::shared_ptr<LimiterCore>& core =
       LimiterAccess::Core(*reader.limiter_);
   // Ranges the source holds in memory are handed out with no read at all.

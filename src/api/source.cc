@@ -1,12 +1,8 @@
-// The Source base class's out-of-line defaults.
+// The Source base class's out-of-line default.
 #include "rangeio/source.h"
-
-#include "rangeio/planner.h"
 
 namespace rangeio {
 
-PlannerOptions Source::DefaultPlannerOptions() const {
-  return PlannerOptions::None();
-}
+SourceInfo Source::Info() const { return {name(), PlannerOptions::None(), {}}; }
 
 }  // namespace rangeio

@@ -296,22 +296,29 @@ class FillSink final : public ReadSink {
   const uint64_t block_bytes_;
 };
 
-class CachedSource final : public Source {
+// A decorator on the forwarding base: name, identity, planner preset,
+// cancels and Assist are the inner source's.
+class CachedSource final : public SourceWrapper {
  public:
   CachedSource(std::shared_ptr<Source> inner,
                std::shared_ptr<BlockCacheImpl> cache, uint64_t id,
                uint64_t size)
-      : inner_(std::move(inner)),
+      : SourceWrapper(inner),
+        inner_(std::move(inner)),
         cache_(std::move(cache)),
         id_(id),
         size_(size),
         o_(cache_->options()) {}
 
-  const std::string& name() const override { return inner_->name(); }
-  std::string CacheIdentity() const override { return inner_->CacheIdentity(); }
   Result<uint64_t> Size() override { return size_; }
-  PlannerOptions DefaultPlannerOptions() const override {
-    return inner_->DefaultPlannerOptions();
+  SourceInfo Info() const override {
+    SourceInfo info = inner_->Info();
+    info.description = "block cache of " + std::to_string(o_.block_bytes) +
+                       "-byte blocks over " +
+                       (info.description.empty() ? std::string("'") +
+                                                       name() + "'"
+                                                 : info.description);
+    return info;
   }
 
   size_t ReadCached(std::span<const ByteRange> ranges,
@@ -330,9 +337,6 @@ class CachedSource final : public Source {
     }
     return n;
   }
-
-  // The inner source's queued work (page-cache hits) is the cache's too.
-  size_t Assist(size_t max_reads) override { return inner_->Assist(max_reads); }
 
   void Read(ByteRange range, ReadSink* sink, uint64_t tag) override {
     if (range.length == 0) {
@@ -430,7 +434,7 @@ Result<std::shared_ptr<Source>> MakeCachedSource(
   if (!cache) return Status::InvalidArgument("MakeCachedSource: cache is null");
   RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, inner->Size());
   auto impl = std::static_pointer_cast<BlockCacheImpl>(std::move(cache));
-  if (identity.empty()) identity = inner->CacheIdentity();
+  if (identity.empty()) identity = inner->Info().cache_identity;
   const uint64_t id = impl->Intern(std::move(identity));
   return std::shared_ptr<Source>(std::make_shared<CachedSource>(
       std::move(inner), std::move(impl), id, size));

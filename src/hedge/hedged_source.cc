@@ -349,9 +349,6 @@ class HedgedSource final : public Source {
   void ReadMany(std::span<const ReadRequest> reads, ReadSink* sink) override {
     core_->Issue(reads, sink);
   }
-  PlannerOptions DefaultPlannerOptions() const override {
-    return core_->inner().DefaultPlannerOptions();
-  }
   size_t ReadCached(std::span<const ByteRange> ranges,
                     std::vector<std::optional<Slice>>* out) override {
     return core_->inner().ReadCached(ranges, out);
@@ -359,13 +356,15 @@ class HedgedSource final : public Source {
   size_t Assist(size_t max_reads) override {
     return core_->inner().Assist(max_reads);
   }
-  std::string CacheIdentity() const override {
-    return core_->inner().CacheIdentity();
+  void Cancel(ReadSink* sink, uint64_t tag) override {
+    if (tag == kAllReads) core_->CancelFor(sink);
   }
-  void CancelReads(ReadSink* sink) override { core_->CancelFor(sink); }
-  std::string Describe() const override {
-    std::string d = core_->inner().Describe();
-    return (d.empty() ? d : d + "; ") + core_->Describe();
+  SourceInfo Info() const override {
+    SourceInfo info = core_->inner().Info();
+    info.description =
+        (info.description.empty() ? "" : info.description + "; ") +
+        core_->Describe();
+    return info;
   }
 
  private:

@@ -620,12 +620,10 @@ void CurlEngine::Unregister(uint32_t max_connections) {
 
 bool CurlEngine::OnLoopThread() const { return core_->OnLoopThread(); }
 
-void CurlEngine::CancelAll(const ReadSink* sink) {
-  core_->RequestCancel(sink, std::nullopt);
-}
-
 void CurlEngine::Cancel(const ReadSink* sink, uint64_t tag) {
-  core_->RequestCancel(sink, tag);
+  core_->RequestCancel(sink, tag == Source::kAllReads
+                                 ? std::nullopt
+                                 : std::optional<uint64_t>(tag));
 }
 
 void CurlEngine::Submit(std::shared_ptr<HttpTarget> target, ByteRange range,

@@ -65,12 +65,12 @@ struct HttpTarget {
 
   std::string url;   // what is sent (percent-encoded; may hold user:password)
   std::string name;  // what Source::name() returns: no secret
-  // Source::CacheIdentity(): the URL and endpoint, credentials as a hash.
+  // SourceInfo::cache_identity: the URL and endpoint, credentials as a hash.
   std::string identity;
   // Names the request in errors: "GET <url without user:password>", and
   // whatever the opener adds (S3: the bucket and key).
   std::string what;
-  // What Source::Describe() says: the protocol and how it is set up.
+  // SourceInfo::description: the protocol and how it is set up.
   std::string describe;
   HttpOptions options;
   bool follow_redirects = true;  // off when a redirect would break signing
@@ -144,12 +144,10 @@ class CurlEngine {
               std::byte* dst, ReadSink* sink, uint64_t tag,
               bool size_probe = false);
 
-  // Aborts the transfers of `sink` the loop runs or waits to retry: each
-  // completes with Cancelled, its connection closed. Reads submitted after
-  // this call are not affected (Source::CancelReads).
-  void CancelAll(const ReadSink* sink);
-  // The read submitted as (sink, tag), if the loop still has it, leaves the
-  // multi handle and completes with Cancelled (Source::Cancel).
+  // The read submitted as (sink, tag), or with Source::kAllReads every
+  // transfer of `sink` the loop runs or waits to retry, leaves the multi
+  // handle and completes with Cancelled, its connection closed
+  // (Source::Cancel). Reads submitted after this call are not affected.
   void Cancel(const ReadSink* sink, uint64_t tag);
 
   // True on the loop thread (where blocking on a read would deadlock).

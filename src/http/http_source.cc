@@ -60,7 +60,6 @@ class HttpSource final : public Source {
   }
 
   const std::string& name() const override { return target_->name; }
-  std::string CacheIdentity() const override { return target_->identity; }
 
   Result<uint64_t> Size() override EXCLUDES(probe_mu_) {
     uint64_t size = target_->size.load();
@@ -109,13 +108,12 @@ class HttpSource final : public Source {
     engine_->Submit(target_, range, std::move(*buffer), dst, sink, tag);
   }
 
-  std::string Describe() const override {
-    return target_->describe + ", up to " +
-           std::to_string(target_->options.max_connections) +
-           " connections (libcurl)";
+  SourceInfo Info() const override {
+    return {target_->identity, PlannerOptions::None(),
+            target_->describe + ", up to " +
+                std::to_string(target_->options.max_connections) +
+                " connections (libcurl)"};
   }
-
-  void CancelReads(ReadSink* sink) override { engine_->CancelAll(sink); }
 
   void Cancel(ReadSink* sink, uint64_t tag) override {
     engine_->Cancel(sink, tag);
@@ -286,7 +284,11 @@ Result<std::shared_ptr<Source>> OpenHttpSource(const std::string& url,
 }
 
 Result<HttpStats> GetHttpStats(const Source& source) {
-  const auto* http = dynamic_cast<const HttpSource*>(&source);
+  const Source* s = &source;
+  while (const auto* w = dynamic_cast<const SourceWrapper*>(s)) {
+    s = w->target().get();
+  }
+  const auto* http = dynamic_cast<const HttpSource*>(s);
   if (http == nullptr) {
     return Status::InvalidArgument("'" + source.name() +
                                    "' is not an HTTP or S3 source");

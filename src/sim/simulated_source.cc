@@ -188,22 +188,27 @@ class Timer : public std::enable_shared_from_this<Timer> {
     if (wake) cv_.NotifyOne();
   }
 
-  // Drops the timer of (sink, tag) if it is still pending and completes
-  // that read at once with Cancelled; false if it is not pending (done, or
-  // never added). O(pending reads): a hedge's loser, not a hot path.
-  bool Cancel(ReadSink* sink, uint64_t tag) EXCLUDES(mu_) {
+  // Drops the timers of (sink, tag), or of every read of `sink` with
+  // Source::kAllReads, still pending and completes those reads at once with
+  // Cancelled. O(pending reads): a hedge's loser or a cancelled stream, not
+  // a hot path.
+  void Cancel(ReadSink* sink, uint64_t tag) EXCLUDES(mu_) {
+    std::vector<uint64_t> tags;
     {
       detail::MutexLock lk(mu_);
-      auto it = std::find_if(heap_.begin(), heap_.end(), [&](const Pending& p) {
-        return p.sink == sink && p.tag == tag;
-      });
-      if (it == heap_.end()) return false;
-      *it = heap_.back();
-      heap_.pop_back();
+      auto match = [&](const Pending& p) {
+        return p.sink == sink && (tag == Source::kAllReads || p.tag == tag);
+      };
+      for (const Pending& p : heap_) {
+        if (match(p)) tags.push_back(p.tag);
+      }
+      if (tags.empty()) return;
+      std::erase_if(heap_, match);
       std::make_heap(heap_.begin(), heap_.end(), std::greater<>());
     }
-    sink->OnReadDone(tag, Status::Cancelled("simulated read cancelled"));
-    return true;
+    for (uint64_t t : tags) {
+      sink->OnReadDone(t, Status::Cancelled("simulated read cancelled"));
+    }
   }
 
   void Stop() EXCLUDES(mu_) {
@@ -290,8 +295,8 @@ class SimulatedSource final : public Source {
   const std::string& name() const override { return name_; }
   Result<uint64_t> Size() override { return size_; }
   // It models an object store, so it plans like one.
-  PlannerOptions DefaultPlannerOptions() const override {
-    return PlannerOptions::ObjectStore();
+  SourceInfo Info() const override {
+    return {name_, PlannerOptions::ObjectStore(), {}};
   }
 
   void Read(ByteRange range, ReadSink* sink, uint64_t tag) override {

@@ -341,7 +341,7 @@ void StreamState::Finish() {
   }
   limiter_->Withdraw(this);
   // Reads in flight keep this stream alive (keepalive_) until they complete.
-  if (cancel_reads) source_->CancelReads(this);
+  if (cancel_reads) source_->Cancel(this, Source::kAllReads);
   if (dropped > 0) limiter_->ReleaseResponses(dropped, dropped_bytes);
   cv_.NotifyAll();
 }

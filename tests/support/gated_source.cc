@@ -238,21 +238,27 @@ bool GatedSource::ReleaseOffset(uint64_t offset) {
 }
 
 void GatedSource::Cancel(ReadSink* sink, uint64_t tag) {
-  Pending p;
+  std::vector<Pending> dropped;
   {
     std::lock_guard<std::mutex> lock(st_->mu);
-    auto it = std::find_if(
-        st_->held.begin(), st_->held.end(),
-        [&](const Pending& h) { return h.sink == sink && h.tag == tag; });
-    if (it == st_->held.end()) return;
-    p = *it;
-    st_->held.erase(it);
-    ++st_->cancelled;
-    --st_->outstanding;
-    ++st_->reads_completed;
+    for (auto it = st_->held.begin(); it != st_->held.end();) {
+      if (it->sink != sink || (tag != kAllReads && it->tag != tag)) {
+        ++it;
+        continue;
+      }
+      dropped.push_back(*it);
+      it = st_->held.erase(it);
+      ++st_->cancelled;
+      --st_->outstanding;
+      ++st_->reads_completed;
+      if (tag != kAllReads) break;
+    }
   }
+  if (dropped.empty()) return;
   st_->changed.notify_all();
-  sink->OnReadDone(tag, Status::Cancelled("gated read cancelled"));
+  for (const Pending& p : dropped) {
+    sink->OnReadDone(p.tag, Status::Cancelled("gated read cancelled"));
+  }
   st_->changed.notify_all();
 }
 

@@ -62,8 +62,9 @@ class GatedSource final : public Source {
   const std::string& name() const override { return name_; }
   Result<uint64_t> Size() override;
   void Read(ByteRange range, ReadSink* sink, uint64_t tag) override;
-  // A held read of (sink, tag) completes at once with Cancelled (counted
-  // by cancelled()); a read no longer held is left alone.
+  // A held read of (sink, tag), or every held read of `sink` with
+  // kAllReads, completes at once with Cancelled (counted by cancelled()); a
+  // read no longer held is left alone.
   void Cancel(ReadSink* sink, uint64_t tag) override;
 
   // Switching to a pass mode releases every held read (kPassInline: on this

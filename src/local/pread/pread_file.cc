@@ -321,8 +321,8 @@ class PreadFile final : public Source {
 
   const std::string& name() const override { return pool_->file().path(); }
   Result<uint64_t> Size() override { return pool_->file().size(); }
-  PlannerOptions DefaultPlannerOptions() const override {
-    return PlannerOptions::Local();
+  SourceInfo Info() const override {
+    return {name(), PlannerOptions::Local(), Description()};
   }
 
   // With try_inline and no hit helpers, a page-cache hit completes on the
@@ -376,7 +376,7 @@ class PreadFile final : public Source {
     return try_inline_ && pool_->max_hit_threads() > 0 && pool_->hits_likely();
   }
 
-  std::string Describe() const override {
+  std::string Description() const {
     std::string d = "pread pool, up to " +
                     std::to_string(pool_->max_threads()) + " threads, " +
                     pool_->file().Describe();

@@ -111,19 +111,26 @@ void Ring::SubmitDirect(std::span<const ReadRequest> reads, ReadSink* sink) {
 }
 
 void Ring::Cancel(ReadSink* sink, uint64_t tag) {
-  LocalRead r;
+  std::vector<LocalRead> dropped;
   {
     MutexLock lk(mu_);
-    auto it = std::find_if(
-        pending_.begin(), pending_.end(),
-        [&](const LocalRead& p) { return p.sink == sink && p.tag == tag; });
-    if (it == pending_.end()) return;
-    r = std::move(*it);
-    pending_.erase(it);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      const bool match = it->sink == sink &&
+                         (tag == Source::kAllReads || it->tag == tag);
+      if (!match) {
+        ++it;
+        continue;
+      }
+      dropped.push_back(std::move(*it));
+      it = pending_.erase(it);
+      if (tag != Source::kAllReads) break;
+    }
   }
-  r.buffer.Reset();
-  sink->OnReadDone(tag, Status::Cancelled("io_uring read of '" + file_->path() +
-                                          "' cancelled"));
+  for (LocalRead& r : dropped) {
+    r.buffer.Reset();
+    sink->OnReadDone(r.tag, Status::Cancelled("io_uring read of '" +
+                                              file_->path() + "' cancelled"));
+  }
 }
 
 void Ring::Shutdown() {

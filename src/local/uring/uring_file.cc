@@ -1,6 +1,6 @@
 // The io_uring engine's Source: a Ring (ring.h) per open file, and what a
 // Source adds to it: reads of empty ranges, buffered reads that may complete
-// on the caller's thread (preadv2 RWF_NOWAIT), Describe().
+// on the caller's thread (preadv2 RWF_NOWAIT), Info().
 #include "local/uring/uring_file.h"
 
 #include <algorithm>
@@ -24,8 +24,8 @@ class UringFile final : public Source {
 
   const std::string& name() const override { return ring_->file().path(); }
   Result<uint64_t> Size() override { return ring_->file().size(); }
-  PlannerOptions DefaultPlannerOptions() const override {
-    return PlannerOptions::Local();
+  SourceInfo Info() const override {
+    return {name(), PlannerOptions::Local(), ring_->Describe(try_inline_)};
   }
 
   // With try_inline, a page-cache hit completes on the calling thread;
@@ -69,8 +69,6 @@ class UringFile final : public Source {
   }
 
   size_t Assist(size_t max_reads) override { return ring_->Assist(max_reads); }
-
-  std::string Describe() const override { return ring_->Describe(try_inline_); }
 
  private:
   const std::shared_ptr<Ring> ring_;
