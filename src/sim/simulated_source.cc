@@ -1,23 +1,24 @@
 // A simulated object store: reads complete at deadlines drawn from a latency
-// model, all driven by one timer thread per source.
-#include <sys/prctl.h>
-
+// model, on the process's deadline timer.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
-#include <thread>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "util/buffer_pool.h"
+#include "util/clock.h"
+#include "util/deadline_timer.h"
 #include "util/mutex.h"
 #include "rangeio/planner.h"
 #include "rangeio/sim.h"
 #include "sim/latency_model.h"
-#include "util/thread_name.h"
 
 namespace rangeio {
 
@@ -124,8 +125,6 @@ LatencyModel LatencyModel::Mixture(std::chrono::nanoseconds median,
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 detail::DelayModel ToDelayModel(const LatencyModel& m) {
   detail::DelayModel d;
   switch (m.kind) {
@@ -154,130 +153,61 @@ detail::DelayModel ToDelayModel(const LatencyModel& m) {
   return d;
 }
 
-struct Pending {
-  Clock::time_point deadline;
-  uint64_t seq;  // FIFO among equal deadlines
-  ByteRange range;
-  ReadSink* sink;
-  uint64_t tag;
-  bool operator>(const Pending& o) const {
-    return deadline != o.deadline ? deadline > o.deadline : seq > o.seq;
-  }
-};
-
-// The timer: a min-heap of deadlines served by one thread. The thread holds
-// a shared_ptr to it, so the last reference may drop on the thread itself.
-class Timer : public std::enable_shared_from_this<Timer> {
+// The reads of one simulated source waiting for their deadlines on the
+// process's timer, by (sink, tag), so that Cancel can find them. Timer
+// callbacks hold it weakly: a read completes even once its source is gone.
+class PendingReads {
  public:
-  void Start() {
-    thread_ = std::thread([self = shared_from_this()] {
-      detail::NameThisThread("rio-sim-timer");
-      self->Run();
-    });
+  // Schedules `fire` at `due_ns` as the read (sink, tag), filed under the
+  // lock that the read's Remove takes, so that it is filed before it fires.
+  void Schedule(ReadSink* sink, uint64_t tag, uint64_t due_ns,
+                std::function<void()> fire) EXCLUDES(mu_) {
+    detail::MutexLock lk(mu_);
+    ids_[{sink, tag}] = detail::DeadlineTimer::Get().Schedule(
+        due_ns, std::move(fire), detail::DeadlineTimer::Precision::kPrecise);
   }
-
-  void Add(Pending p) EXCLUDES(mu_) {
-    bool wake = false;
-    {
-      detail::MutexLock lk(mu_);
-      p.seq = seq_++;
-      wake = heap_.empty() || p.deadline < heap_.front().deadline;
-      heap_.push_back(p);
-      std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
-    }
-    if (wake) cv_.NotifyOne();
+  void Remove(ReadSink* sink, uint64_t tag) EXCLUDES(mu_) {
+    detail::MutexLock lk(mu_);
+    ids_.erase({sink, tag});
   }
-
-  // Drops the timers of (sink, tag), or of every read of `sink` with
-  // Source::kAllReads, still pending and completes those reads at once with
-  // Cancelled. O(pending reads): a hedge's loser or a cancelled stream, not
-  // a hot path.
-  void Cancel(ReadSink* sink, uint64_t tag) EXCLUDES(mu_) {
-    std::vector<uint64_t> tags;
-    {
-      detail::MutexLock lk(mu_);
-      auto match = [&](const Pending& p) {
-        return p.sink == sink && (tag == Source::kAllReads || p.tag == tag);
-      };
-      for (const Pending& p : heap_) {
-        if (match(p)) tags.push_back(p.tag);
+  // The timer ids of (sink, tag), or of every read of `sink` with
+  // Source::kAllReads, taken out of the table.
+  std::vector<std::pair<uint64_t, uint64_t>> Take(ReadSink* sink, uint64_t tag)
+      EXCLUDES(mu_) {
+    std::vector<std::pair<uint64_t, uint64_t>> out;  // (tag, timer id)
+    detail::MutexLock lk(mu_);
+    for (auto it = ids_.begin(); it != ids_.end();) {
+      if (it->first.first != sink ||
+          (tag != Source::kAllReads && it->first.second != tag)) {
+        ++it;
+        continue;
       }
-      if (tags.empty()) return;
-      std::erase_if(heap_, match);
-      std::make_heap(heap_.begin(), heap_.end(), std::greater<>());
+      out.emplace_back(it->first.second, it->second);
+      it = ids_.erase(it);
     }
-    for (uint64_t t : tags) {
-      sink->OnReadDone(t, Status::Cancelled("simulated read cancelled"));
-    }
-  }
-
-  void Stop() EXCLUDES(mu_) {
-    {
-      detail::MutexLock lk(mu_);
-      stop_ = true;
-    }
-    cv_.NotifyOne();
-    if (thread_.get_id() == std::this_thread::get_id()) {
-      thread_.detach();
-    } else if (thread_.joinable()) {
-      thread_.join();
-    }
+    return out;
   }
 
  private:
-  // A futex wake-up on a timer lands tens of microseconds late on a VM,
-  // which adds up along a chain of reads (bench straggler's 1 ms reads). So
-  // the thread sleeps until this long before a deadline and yields in a
-  // loop for the rest.
-  static constexpr std::chrono::microseconds kSpinWindow{200};
-
-  void Run() EXCLUDES(mu_) {
-    // Deadlines are sub-millisecond: ask the kernel not to coalesce this
-    // thread's wake-ups (the default slack is 50 us).
-    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    detail::MutexLock lk(mu_);
-    while (!stop_) {
-      if (heap_.empty()) {
-        cv_.Wait(lk);
-        continue;
-      }
-      const Clock::time_point due = heap_.front().deadline;
-      const Clock::time_point now = Clock::now();
-      if (now < due - kSpinWindow) {
-        cv_.WaitFor(lk, due - kSpinWindow - now);
-        continue;
-      }
-      if (now < due) {
-        // Inside the spin window: yield the core (without the lock, so reads
-        // can still be added) and look again.
-        lk.Unlock();
-        std::this_thread::yield();
-        lk.Lock();
-        continue;
-      }
-      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
-      Pending p = heap_.back();
-      heap_.pop_back();
-      lk.Unlock();
-      std::byte* dst = nullptr;
-      // An allocation failure is the read's error: nothing may escape this
-      // thread.
-      Result<Slice> bytes = detail::TryAllocateSlice(
-          p.range.length, &dst, "reading " + p.range.ToString());
-      if (bytes.ok()) FillSimulatedBytes(p.range.offset, {dst, p.range.length});
-      p.sink->OnReadDone(p.tag, std::move(bytes));
-      lk.Lock();
+  struct KeyHash {
+    size_t operator()(const std::pair<ReadSink*, uint64_t>& k) const {
+      return std::hash<const void*>()(k.first) ^ (k.second * 0x9E3779B97F4A7C15ull);
     }
-  }
-
+  };
   detail::Mutex mu_;
-  detail::CondVar cv_;
-  // A min-heap (std::push_heap with std::greater) that Cancel can search.
-  std::vector<Pending> heap_ GUARDED_BY(mu_);
-  uint64_t seq_ GUARDED_BY(mu_) = 0;
-  bool stop_ GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  std::unordered_map<std::pair<ReadSink*, uint64_t>, uint64_t, KeyHash> ids_
+      GUARDED_BY(mu_);
 };
+
+// Completes a simulated read with its bytes (an allocation failure is the
+// read's error: nothing may escape the timer thread).
+void CompleteSimulatedRead(ByteRange range, ReadSink* sink, uint64_t tag) {
+  std::byte* dst = nullptr;
+  Result<Slice> bytes = detail::TryAllocateSlice(
+      range.length, &dst, "reading " + range.ToString());
+  if (bytes.ok()) FillSimulatedBytes(range.offset, {dst, range.length});
+  sink->OnReadDone(tag, std::move(bytes));
+}
 
 class SimulatedSource final : public Source {
  public:
@@ -286,11 +216,7 @@ class SimulatedSource final : public Source {
         size_(size),
         model_(model),
         delay_(ToDelayModel(model)),
-        rng_(model.seed),
-        timer_(std::make_shared<Timer>()) {
-    timer_->Start();
-  }
-  ~SimulatedSource() override { timer_->Stop(); }
+        rng_(model.seed) {}
 
   const std::string& name() const override { return name_; }
   Result<uint64_t> Size() override { return size_; }
@@ -304,12 +230,25 @@ class SimulatedSource final : public Source {
       sink->OnReadDone(tag, range.CheckWithin(size_, name_));
       return;
     }
-    const auto deadline = Clock::now() + NextLatency(range.length);
-    timer_->Add({deadline, 0, range, sink, tag});
+    const uint64_t due =
+        detail::NowNanos() +
+        static_cast<uint64_t>(NextLatency(range.length).count());
+    pending_->Schedule(
+        sink, tag, due,
+        [pending = std::weak_ptr<PendingReads>(pending_), range, sink, tag] {
+          if (auto p = pending.lock()) p->Remove(sink, tag);
+          CompleteSimulatedRead(range, sink, tag);
+        });
   }
 
+  // A read whose deadline has not come completes now with Cancelled; one
+  // whose timer already fired completes as usual.
   void Cancel(ReadSink* sink, uint64_t tag) override {
-    timer_->Cancel(sink, tag);
+    for (const auto& [t, id] : pending_->Take(sink, tag)) {
+      if (detail::DeadlineTimer::Get().Cancel(id)) {
+        sink->OnReadDone(t, Status::Cancelled("simulated read cancelled"));
+      }
+    }
   }
 
  private:
@@ -342,7 +281,8 @@ class SimulatedSource final : public Source {
   detail::Mutex mu_;
   std::mt19937_64 rng_ GUARDED_BY(mu_);
   uint64_t reads_ GUARDED_BY(mu_) = 0;
-  const std::shared_ptr<Timer> timer_;
+  const std::shared_ptr<PendingReads> pending_ =
+      std::make_shared<PendingReads>();
 };
 
 }  // namespace
