@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "hedge/latency_tracker.h"
+#include "stream/latency_tracker.h"
 #include "rangeio/rangeio.h"
 #include "rangeio/sim.h"
 #include "sim/latency_model.h"

@@ -15,7 +15,7 @@
 
 #include "rangeio/rangeio.h"
 #include "rangeio/reader.h"
-#include "stream/baselines.h"
+#include "baselines/chunk_barrier.h"
 #include "support/gated_source.h"
 #include "support/test_util.h"
 
@@ -110,15 +110,16 @@ TEST(ReaderTest, RollingReleaseOfOneAdmitsExactlyOneMore) {
   EXPECT_EQ(gate->peak_outstanding(), kC);
 }
 
-// The benchmark baseline: C reads at a time, the next chunk waits for the
-// slowest read of the previous one.
-TEST(ReaderTest, ChunkedWaitsForTheWholeChunk) {
+// The benchmarks' baseline (bench/baselines/chunk_barrier.h, on the public
+// API): C reads at a time, the next chunk waits for the slowest read of the
+// previous one.
+TEST(ReaderTest, ChunkBarrierWaitsForTheWholeChunk) {
   constexpr uint32_t kC = 4;
   auto gate = GatedSource::Make("gate", 1ull << 36);
-  Reader reader = OpenReader(gate, LimitOptions(kC));
+  Reader reader = OpenReader(bench::WithChunkBarrier(gate, kC),
+                             LimitOptions(kC));
   const auto ranges = SpreadRanges(12, 32);
-  auto stream = detail::ReadRangesScheduled(
-      reader, ranges, Delivery::kAsCompleted, detail::Scheduling::kChunked);
+  auto stream = reader.ReadRanges(ranges, Delivery::kAsCompleted);
   ASSERT_TRUE(stream.ok());
   StreamConsumer consumer(std::move(*stream), ranges);
 

@@ -10,7 +10,7 @@
 #include "bench_scenarios.h"
 #include "progress.h"
 #include "rangeio/rangeio.h"
-#include "stream/baselines.h"
+#include "chunk_barrier.h"
 
 namespace rangeio::bench {
 namespace {
@@ -23,17 +23,15 @@ constexpr auto kFast = std::chrono::milliseconds(1);
 constexpr auto kSlow = std::chrono::milliseconds(10);
 constexpr uint64_t kEvery = 64;
 
-using detail::Scheduling;
-
 struct Strategy {
   const char* name;
-  Scheduling scheduling;
+  bool chunked;  // behind the chunk barrier (baselines/chunk_barrier.h)
   Delivery delivery;
 };
 constexpr Strategy kStrategies[] = {
-    {"chunked", Scheduling::kChunked, Delivery::kOrdered},
-    {"ordered", Scheduling::kRolling, Delivery::kOrdered},
-    {"as-completed", Scheduling::kRolling, Delivery::kAsCompleted},
+    {"chunked", true, Delivery::kOrdered},
+    {"ordered", false, Delivery::kOrdered},
+    {"as-completed", false, Delivery::kAsCompleted},
 };
 
 // One run on a fresh store (its read counter decides which reads are slow)
@@ -48,11 +46,11 @@ Status RunOnce(const Strategy& s, const std::vector<ByteRange>& ranges,
   o.limiter.io_concurrency = kConcurrency;
   // The scenario measures scheduling: each range is its own read.
   o.reader.planner = PlannerOptions::None();
+  if (s.chunked) store = WithChunkBarrier(std::move(store), kConcurrency);
   RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(store, o));
   const auto t0 = std::chrono::steady_clock::now();
-  RANGEIO_ASSIGN_OR_RETURN(
-      RangeStream stream,
-      detail::ReadRangesScheduled(reader, ranges, s.delivery, s.scheduling));
+  RANGEIO_ASSIGN_OR_RETURN(RangeStream stream,
+                           reader.ReadRanges(ranges, s.delivery));
   uint64_t n = 0;
   uint64_t checksum = 0;
   for (;;) {

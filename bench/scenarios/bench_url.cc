@@ -28,7 +28,7 @@
 #include "util/parse_text.h"
 #include "progress.h"
 #include "rangeio/rangeio.h"
-#include "stream/baselines.h"
+#include "chunk_barrier.h"
 
 namespace rangeio::bench {
 namespace {
@@ -94,9 +94,9 @@ Clock::time_point Deadline(const UrlBenchOptions& o, Clock::time_point t0) {
 
 // The Reader rows: segments of kSegment ranges, one stream at a time.
 Status RunLibrary(const UrlBenchOptions& o, const SourceOptions& so,
-                  uint64_t size, uint64_t seed, detail::Scheduling scheduling,
-                  Figures* f) {
+                  uint64_t size, uint64_t seed, bool chunked, Figures* f) {
   RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> src, OpenSource(o.url, so));
+  if (chunked) src = WithChunkBarrier(std::move(src), o.concurrency);
   Options ro = o.reader;
   ro.limiter.io_concurrency = o.concurrency;
   // Each read is one backend read, as fio and the direct rows do, unless
@@ -116,9 +116,8 @@ Status RunLibrary(const UrlBenchOptions& o, const SourceOptions& so,
       ranges.push_back(*r);
     }
     if (ranges.empty()) break;
-    RANGEIO_ASSIGN_OR_RETURN(
-        RangeStream stream,
-        detail::ReadRangesScheduled(reader, ranges, o.delivery, scheduling));
+    RANGEIO_ASSIGN_OR_RETURN(RangeStream stream,
+                             reader.ReadRanges(ranges, o.delivery));
     for (;;) {
       RANGEIO_ASSIGN_OR_RETURN(std::optional<RangeResult> r, stream.Next());
       if (!r) break;
@@ -375,9 +374,9 @@ Result<Report> RunUrl(const UrlBenchOptions& o) {
     Progress::Get().Phase("url: " + name);
     Figures f;
     if (name == "rangeio") {
-      failure = RunLibrary(o, so, size, seed, detail::Scheduling::kRolling, &f);
+      failure = RunLibrary(o, so, size, seed, /*chunked=*/false, &f);
     } else if (name == "chunked") {
-      failure = RunLibrary(o, so, size, seed, detail::Scheduling::kChunked, &f);
+      failure = RunLibrary(o, so, size, seed, /*chunked=*/true, &f);
     } else if (object_store) {
       failure = RunDirectHttp(o, so, size, seed, &f);
     } else {

@@ -39,7 +39,7 @@
 #include "bench_scenarios.h"
 #include "progress.h"
 #include "rangeio_faiss/range_inverted_lists.h"
-#include "stream/baselines.h"
+#include "chunk_barrier.h"
 
 namespace rangeio::bench {
 namespace {
@@ -577,10 +577,8 @@ Result<Report> RunVindex(const BenchOptions& options) {
       // With the planner a batch is a few dozen reads, often one chunk, so
       // chunked + planner is its own row, not the baseline.
       integrations::IvfOpenOptions chunked;
-      chunked.read = [](const Reader& r, std::span<const ByteRange> ranges,
-                        Delivery delivery, Priority) {
-        return detail::ReadRangesScheduled(r, ranges, delivery,
-                                           detail::Scheduling::kChunked);
+      chunked.decorate = [](std::shared_ptr<Source> s) {
+        return WithChunkBarrier(std::move(s), kIoConcurrency);
       };
       chunked.max_read_bytes = 1;
       RANGEIO_RETURN_NOT_OK(RangeioRow(c, "rangeio-http-chunked", url, chunked,

@@ -46,6 +46,7 @@ namespace rangeio {
 namespace detail {
 class StreamBase;
 class StatsRecorder;
+class HedgePolicy;
 struct ReaderAccess;
 struct StreamAccess;
 }  // namespace detail
@@ -149,8 +150,8 @@ class Reader {
   friend struct detail::ReaderAccess;  // the stream builder (src/)
   Reader() = default;
   std::shared_ptr<Source> source_;
-  // What streams read: source_, or source_ behind hedging (Options::hedge).
-  std::shared_ptr<Source> read_source_;
+  // When reads are hedged (null: never); shared with clones.
+  std::shared_ptr<detail::HedgePolicy> hedge_;
   std::shared_ptr<Limiter> limiter_;
   std::shared_ptr<detail::StatsRecorder> stats_;
   ReaderOptions options_;

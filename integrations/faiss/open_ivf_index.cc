@@ -157,13 +157,21 @@ Options ListOptions(const IvfOpenOptions& o) {
   return r;
 }
 
+// The source of `url`, decorated as the options say.
+Result<std::shared_ptr<Source>> OpenDecorated(std::string_view url,
+                                              const IvfOpenOptions& options) {
+  RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> source,
+                           OpenSource(url, options.source));
+  return options.decorate ? options.decorate(std::move(source)) : source;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<::faiss::Index>> OpenIvfIndex(
     std::string_view url, const IvfOpenOptions& options,
     std::shared_ptr<Limiter> limiter) {
   RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> source,
-                           OpenSource(url, options.source));
+                           OpenDecorated(url, options));
   RANGEIO_ASSIGN_OR_RETURN(
       Reader reader,
       Reader::Open(source, ListOptions(options), std::move(limiter)));
@@ -194,7 +202,7 @@ Result<std::unique_ptr<::faiss::Index>> OpenIvfIndex(
     const std::string data_url =
         options.data_url.empty() ? Beside(url, od->filename) : options.data_url;
     RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> ds,
-                             OpenSource(data_url, options.source));
+                             OpenDecorated(data_url, options));
     RANGEIO_ASSIGN_OR_RETURN(
         data, Reader::Open(ds, ListOptions(options), reader.limiter()));
     extents.resize(od->lists.size());
@@ -218,7 +226,7 @@ Result<std::unique_ptr<::faiss::Index>> OpenIvfIndex(
   RANGEIO_ASSIGN_OR_RETURN(
       std::unique_ptr<RangeInvertedLists> lists,
       RangeInvertedLists::Make(ivf->code_size, std::move(extents),
-                               std::move(data), options.read,
+                               std::move(data),
                                options.max_read_bytes, options.max_gap_bytes));
   if (lists->nlist != ivf->nlist) {
     return Status::InvalidArgument(

@@ -84,7 +84,6 @@ struct RangeInvertedLists::Impl
   size_t code_size = 0;
   std::vector<Extent> lists;
   Reader reader;
-  ListReadFn read;
   uint64_t max_read = 0;  // PlanListReads's cap
   uint64_t max_gap = 0;   // and the gap it reads through
 
@@ -147,8 +146,7 @@ struct RangeInvertedLists::Impl
     ranges.reserve(plan.size());
     for (const PlannedRead& r : plan) ranges.push_back(r.range);
     Result<RangeStream> stream =
-        read ? read(reader, ranges, Delivery::kAsCompleted, priority)
-             : reader.ReadRanges(ranges, Delivery::kAsCompleted, priority);
+        reader.ReadRanges(ranges, Delivery::kAsCompleted, priority);
     if (!stream.ok()) {
       for (const PlannedRead& r : plan)
         FailLocked(r.lists, pump, stream.status());
@@ -319,7 +317,7 @@ struct RangeInvertedLists::Impl
 };
 
 Result<std::unique_ptr<RangeInvertedLists>> RangeInvertedLists::Make(
-    size_t code_size, std::vector<Extent> lists, Reader reader, ListReadFn read,
+    size_t code_size, std::vector<Extent> lists, Reader reader,
     uint64_t max_read_bytes, std::optional<uint64_t> max_gap_bytes) {
   const std::string& name = reader.source()->name();
   if (code_size == 0) {
@@ -347,7 +345,6 @@ Result<std::unique_ptr<RangeInvertedLists>> RangeInvertedLists::Make(
   auto impl = std::make_shared<Impl>(std::move(reader));
   impl->code_size = code_size;
   impl->lists = std::move(lists);
-  impl->read = std::move(read);
   // A pinned list holds its whole read, so each search thread may hold one
   // read: the cap leaves room for one read per thread plus one more.
   const uint64_t threads = std::max(omp_get_max_threads(), 1);

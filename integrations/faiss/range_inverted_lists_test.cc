@@ -274,7 +274,7 @@ TEST(RangeInvertedListsTest, ReadErrorNamesListAndRange) {
   for (uint64_t i = 0; i < 4; ++i)
     extents.push_back({i * 1000, i * 1000 + 80, 10});
   // No gap read through: list 3's read is the one that starts at 3000.
-  auto lists = RangeInvertedLists::Make(8, extents, *reader, nullptr, 0, 0);
+  auto lists = RangeInvertedLists::Make(8, extents, *reader, 0, 0);
   ASSERT_TRUE(lists.ok()) << lists.status().ToString();
   const faiss::Index::idx_t probe[] = {3, 1, -1, 3};
   (*lists)->prefetch_lists(probe, 4);
@@ -361,7 +361,7 @@ TEST(RangeInvertedListsTest, ThreadsSharePrefetchedLists) {
     for (uint64_t i = 0; i < 6; ++i)
       extents.push_back({i * stride, i * stride + 80, 10});
     // No gap read through: lists apart stay apart.
-    auto made = RangeInvertedLists::Make(8, extents, *reader, nullptr, 0, 0);
+    auto made = RangeInvertedLists::Make(8, extents, *reader, 0, 0);
     ASSERT_TRUE(made.ok()) << made.status().ToString();
     const RangeInvertedLists& lists = **made;
     std::promise<void> a_prefetched;

@@ -8,17 +8,16 @@
 #include <vector>
 
 #include "util/buffer_pool.h"
-#include "hedge/hedged_source.h"
 #include "limiter/limiter_core.h"
 #include "rangeio/local_file.h"
 #include "rangeio/planner.h"
 #include "util/stats_recorder.h"
-#include "stream/baselines.h"
 #include "stream/plan_map.h"
 #include "stream/planned_stream.h"
 #include "stream/scheduler.h"
 #include "stream/stream_base.h"
 #include "stream/waker.h"
+#include "stream/hedge_policy.h"
 
 namespace rangeio {
 
@@ -114,10 +113,8 @@ Result<Reader> Reader::Open(std::shared_ptr<Source> source,
   r.limiter_ = std::move(limiter);
   r.stats_ = std::make_shared<detail::StatsRecorder>();
   r.options_ = options;
-  r.read_source_ = r.source_;
   if (options.hedge != ReaderOptions::Hedge::kOff) {
-    r.read_source_ = detail::MakeHedgedSource(
-        r.source_, options, detail::LimiterAccess::Core(*r.limiter_), r.stats_);
+    r.hedge_ = std::make_shared<detail::HedgePolicy>(options);
   }
   return r;
 }
@@ -140,22 +137,12 @@ Reader Reader::Clone() const { return *this; }
 
 namespace detail {
 
-// Reader's privates for ReadRangesScheduled.
+// Reader's privates for the stream builder.
 struct ReaderAccess {
   static Result<RangeStream> ReadRanges(const Reader& reader,
                                         std::span<const ByteRange> ranges,
-                                        Delivery delivery,
-                                        Scheduling scheduling,
-                                        Priority priority);
+                                        Delivery delivery, Priority priority);
 };
-
-Result<RangeStream> ReadRangesScheduled(const Reader& reader,
-                                        std::span<const ByteRange> ranges,
-                                        Delivery delivery,
-                                        Scheduling scheduling) {
-  return ReaderAccess::ReadRanges(reader, ranges, delivery, scheduling,
-                                  Priority::kNormal);
-}
 
 namespace {
 
@@ -194,9 +181,8 @@ Status CheckRanges(std::span<const ByteRange> ranges, uint64_t size,
 Result<RangeStream> ReaderAccess::ReadRanges(const Reader& reader,
                                              std::span<const ByteRange> ranges,
                                              Delivery delivery,
-                                             Scheduling scheduling,
                                              Priority priority) {
-  const std::shared_ptr<Source>& source = reader.read_source_;
+  const std::shared_ptr<Source>& source = reader.source_;
   RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, source->Size());
   RANGEIO_RETURN_NOT_OK(CheckRanges(ranges, size, source->name()));
   const PlannerOptions planner = reader.options_.planner
@@ -210,10 +196,10 @@ Result<RangeStream> ReaderAccess::ReadRanges(const Reader& reader,
   if (n_hits == 0 && !planner.coalesce &&
       planner.split_bytes == PlannerOptions::kNoSplit) {
     // Nothing to plan: each range is one read, as requested.
-    auto state = std::make_shared<StreamState>(
+    auto state = std::make_shared<Scheduler>(
         source, core, reader.stats_,
         std::vector<ByteRange>(ranges.begin(), ranges.end()), delivery,
-        reader.options_, scheduling);
+        reader.options_, reader.hedge_);
     state->SetHighPriority(priority == Priority::kHigh);
     state->Start();
     return RangeStream(std::move(state));
@@ -225,9 +211,9 @@ Result<RangeStream> ReaderAccess::ReadRanges(const Reader& reader,
   std::vector<ByteRange> reads;
   reads.reserve(map->plan.reads.size());
   for (const PhysicalRead& r : map->plan.reads) reads.push_back(r.range());
-  auto physical = std::make_shared<StreamState>(
+  auto physical = std::make_shared<Scheduler>(
       source, core, reader.stats_, std::move(reads), delivery, reader.options_,
-      scheduling, [map](uint64_t p) { return map->Describe(p); });
+      reader.hedge_, [map](uint64_t p) { return map->Describe(p); });
   physical->SetHighPriority(priority == Priority::kHigh);
   auto planned = std::make_shared<PlannedStream>(map, std::move(hits), delivery,
                                                  reader.stats_, core);
@@ -240,8 +226,7 @@ Result<RangeStream> ReaderAccess::ReadRanges(const Reader& reader,
 Result<RangeStream> Reader::ReadRanges(std::span<const ByteRange> ranges,
                                        Delivery delivery,
                                        Priority priority) const {
-  return detail::ReaderAccess::ReadRanges(
-      *this, ranges, delivery, detail::Scheduling::kRolling, priority);
+  return detail::ReaderAccess::ReadRanges(*this, ranges, delivery, priority);
 }
 
 Stats Reader::GetStats() const { return stats_->Snapshot(); }

@@ -254,9 +254,9 @@ bool LimiterCore::TryAcquireHedge(uint64_t bytes) {
   return true;
 }
 
-void LimiterCore::ReleaseHedge(uint64_t bytes) {
+void LimiterCore::ReleaseHedges(uint64_t n, uint64_t bytes) {
   MutexLock lk(mu_);
-  --hedges_;
+  hedges_ -= n;
   hedge_bytes_ -= bytes;
 }
 

@@ -56,7 +56,7 @@ class PermitClient {
   // it and granted nothing until it calls Extend() again, which it must do
   // after un-pausing (a pump may have dropped it meanwhile). A pass of the
   // pump grants a client at most its pass limit before calling OnGrant.
-  // Both are set by the client (StreamState: reads that complete inline
+  // Both are set by the client (Scheduler: reads that complete inline
   // wait for the consumer a few at a time, see kInlineBacklog).
   void SetPaused(bool paused) {
     paused_.store(paused, std::memory_order_release);
@@ -126,14 +126,15 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
   void RecordDelivered(uint64_t ranges, uint64_t bytes, uint64_t cancelled)
       EXCLUDES(mu_);
 
-  // A hedge (src/hedge/) takes one of the hedge_reserve permits, which
-  // also stands for its response of `bytes`, outside the I/O permits and
-  // the response budget, so hedges never delay admission and admission
-  // never blocks a hedge: occupancy peaks at the budgets plus the reserve.
-  // False (no hedge) when the reserve is all taken.
+  // A hedge (the scheduler's, scheduler_hedge.cc) takes one of the
+  // hedge_reserve permits, which also stands for its response of `bytes`,
+  // outside the I/O permits and the response budget, so hedges never delay
+  // admission and admission never blocks a hedge: occupancy peaks at the
+  // budgets plus the reserve. False (no hedge) when the reserve is taken.
   bool TryAcquireHedge(uint64_t bytes) EXCLUDES(mu_);
-  // Both copies of a hedged read are out of the backend.
-  void ReleaseHedge(uint64_t bytes) EXCLUDES(mu_);
+  // Both copies of `n` hedged reads of `bytes` in all are out of the
+  // backend.
+  void ReleaseHedges(uint64_t n, uint64_t bytes) EXCLUDES(mu_);
   void RecordHedges(uint64_t issued, uint64_t won, uint64_t bytes)
       EXCLUDES(mu_);
   uint32_t hedge_reserve() const { return hedge_reserve_; }

@@ -43,7 +43,7 @@ PlannedStream::PlannedStream(std::shared_ptr<const PlanMap> map,
   }
 }
 
-void PlannedStream::Start(std::shared_ptr<StreamState> physical) {
+void PlannedStream::Start(std::shared_ptr<Scheduler> physical) {
   physical_ = std::move(physical);
   physical_->Start();
 }

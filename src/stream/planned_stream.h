@@ -1,6 +1,6 @@
 // planned_stream.h (internal) — requested ranges read through a Plan.
 //
-// A StreamState reads the plan's physical reads, and a PlannedStream maps
+// A Scheduler reads the plan's physical reads, and a PlannedStream maps
 // each result back to the ranges it serves, as zero-copy slices of the
 // read's buffer or, for a range spanning split parts, as one assembled copy.
 // A physical buffer's budget is held until the last slice of it is released.
@@ -41,7 +41,7 @@ class PlannedStream final : public StreamBase {
   ~PlannedStream() override { Finish(); }
 
   // Starts `physical`, the stream of the plan's reads.
-  void Start(std::shared_ptr<StreamState> physical);
+  void Start(std::shared_ptr<Scheduler> physical);
 
   Result<std::optional<RangeResult>> Next() override { return Poll(nullptr); }
   Result<std::optional<RangeResult>> Poll(bool* pending) override;
@@ -67,7 +67,7 @@ class PlannedStream final : public StreamBase {
   const Delivery delivery_;
   const std::shared_ptr<StatsRecorder> stats_;
   const std::shared_ptr<LimiterCore> limiter_;
-  std::shared_ptr<StreamState> physical_;
+  std::shared_ptr<Scheduler> physical_;
   std::vector<std::shared_ptr<Lease>> held_;  // per read, while needed
   std::vector<uint64_t> needs_;    // per read: ranges not yet handed out
   std::vector<uint64_t> missing_;  // per range: reads not yet arrived

@@ -1,6 +1,6 @@
-// The admission and completion side of StreamState (scheduler.h), run by
-// the limiter's and the backends' threads; scheduler_delivery.cc holds the
-// consumer's side.
+// The admission and completion side of Scheduler (scheduler.h), run by
+// the limiter's and the backends' threads; scheduler_hedge.cc holds the
+// hedges, scheduler_delivery.cc the consumer's side.
 #include "stream/scheduler.h"
 
 #include <algorithm>
@@ -30,19 +30,20 @@ class GrantScope {
 
 }  // namespace
 
-StreamState::StreamState(std::shared_ptr<Source> source,
-                         std::shared_ptr<LimiterCore> limiter,
-                         std::shared_ptr<StatsRecorder> stats,
-                         std::vector<ByteRange> ranges, Delivery delivery,
-                         const ReaderOptions& options, Scheduling scheduling,
-                         std::function<std::string(uint64_t)> describe)
+Scheduler::Scheduler(std::shared_ptr<Source> source,
+                     std::shared_ptr<LimiterCore> limiter,
+                     std::shared_ptr<StatsRecorder> stats,
+                     std::vector<ByteRange> ranges, Delivery delivery,
+                     const ReaderOptions& options,
+                     std::shared_ptr<HedgePolicy> hedge,
+                     std::function<std::string(uint64_t)> describe)
     : PermitClient(ranges.size()),
       source_(std::move(source)),
       limiter_(std::move(limiter)),
       stats_(std::move(stats)),
       ranges_(std::move(ranges)),
       delivery_(delivery),
-      chunked_(scheduling == Scheduling::kChunked),
+      hedge_(std::move(hedge)),
       stall_timeout_(options.response_stall_timeout),
       describe_(std::move(describe)),
       record_deliveries_(describe_ == nullptr),
@@ -53,25 +54,23 @@ StreamState::StreamState(std::shared_ptr<Source> source,
   }
 }
 
-void StreamState::Start() {
+void Scheduler::Start() {
   if (ranges_.empty()) return;
   {
     MutexLock lk(mu_);
     keepalive_ = shared_from_this();
   }
-  const uint64_t window =
-      chunked_ ? limiter_->io_concurrency() : ranges_.size();
-  limiter_->Extend(shared_from_this(), window);
+  limiter_->Extend(shared_from_this(), ranges_.size());
 }
 
-void StreamState::SetWaker(std::shared_ptr<Waker> waker) {
+void Scheduler::SetWaker(std::shared_ptr<Waker> waker) {
   MutexLock lk(mu_);
   waker_ = std::move(waker);
 }
 
 // --- Admission ---
 
-void StreamState::OnGrant(uint64_t first, uint64_t n) {
+void Scheduler::OnGrant(uint64_t first, uint64_t n) {
   // Slots are taken under the lock in batches and the reads issued outside
   // it: a backend may complete a read inline, re-entering OnReadDone.
   constexpr uint64_t kBatch = 64;
@@ -87,7 +86,13 @@ void StreamState::OnGrant(uint64_t first, uint64_t n) {
       return;
     }
     for (uint64_t j = 0; j < k; ++j) reads[j] = {ranges_[first + j], tags[j]};
+    // The delay is taken before the reads go out: one that completes
+    // inline must find its hedge state counted.
+    const uint64_t delay = hedge_ ? hedge_->OnIssue(k) : 0;
     source_->ReadMany({reads.data(), k}, this);
+    // Armed once the reads are out, so no hedge reaches the backend before
+    // its primary; a read that completed meanwhile leaves it nothing to do.
+    if (delay != 0) ArmHedges(tags.data(), k, delay);
     first += k;
     n -= k;
   }
@@ -96,7 +101,7 @@ void StreamState::OnGrant(uint64_t first, uint64_t n) {
 // Marks reads [first, first + k) in flight in fresh slots, writing their
 // tags to `tags`; false when the stream takes no more reads (nothing is
 // taken then).
-bool StreamState::TakeSlots(uint64_t first, uint64_t k, uint64_t* tags) {
+bool Scheduler::TakeSlots(uint64_t first, uint64_t k, uint64_t* tags) {
   const uint64_t now = NowNanos();
   MutexLock lk(mu_, MutexLock::Spin::kYes);
   if (finished_ || failed_) return false;
@@ -112,12 +117,13 @@ bool StreamState::TakeSlots(uint64_t first, uint64_t k, uint64_t* tags) {
       cv_.NotifyAll();
       return false;
     }
-    const uint64_t tag = *slot;
-    Slot& s = slots_[tag];
+    Slot& s = slots_[*slot];
     s.index = first + j;
     s.state = Slot::kInFlight;
+    s.out = 1;
+    s.hedged = false;
     s.submit_ns = now;
-    tags[j] = tag;
+    tags[j] = TagOf(*slot, ++s.gen, 0);
   }
   in_flight_ += k;
   n_submitted_ = first + k;
@@ -129,7 +135,7 @@ bool StreamState::TakeSlots(uint64_t first, uint64_t k, uint64_t* tags) {
 // completion order they are not contiguous: slots come from a free list.
 // Every occupied slot holds response budget, so a free slot always exists
 // for an admitted read; std::nullopt means that invariant broke (a bug).
-std::optional<uint64_t> StreamState::AcquireSlot(uint64_t index) {
+std::optional<uint64_t> Scheduler::AcquireSlot(uint64_t index) {
   if (delivery_ == Delivery::kOrdered) {
     const uint64_t slot = index % slots_.size();
     if (slots_[slot].state != Slot::kFree) return std::nullopt;
@@ -141,13 +147,13 @@ std::optional<uint64_t> StreamState::AcquireSlot(uint64_t index) {
   return slot;
 }
 
-void StreamState::UntakeSlot(uint64_t tag) {
-  slots_[tag].state = Slot::kFree;
-  ReleaseSlot(tag);
+void Scheduler::UntakeSlot(uint64_t tag) {
+  slots_[SlotOf(tag)].state = Slot::kFree;
+  ReleaseSlot(SlotOf(tag));
 }
 
-void StreamState::ReleaseSlot(uint64_t tag) {
-  if (delivery_ == Delivery::kAsCompleted) free_slots_.push_back(tag);
+void Scheduler::ReleaseSlot(uint64_t slot) {
+  if (delivery_ == Delivery::kAsCompleted) free_slots_.push_back(slot);
 }
 
 // Reads that complete inline (memory, page-cache hits) would otherwise run
@@ -159,7 +165,7 @@ void StreamState::ReleaseSlot(uint64_t tag) {
 // consumer has taken half of them; a pump grants such a stream
 // kInlineBacklog reads at a time (bench hot-cache shows the gain). Reads
 // that complete on other threads (real I/O) never pause admission.
-void StreamState::NoteCompletionLocked(bool inline_done) {
+void Scheduler::NoteCompletionLocked(bool inline_done) {
   if (inline_done != inline_pass_) {
     inline_pass_ = inline_done;
     SetPassLimit(inline_done ? kInlineBacklog : UINT32_MAX);
@@ -173,7 +179,7 @@ void StreamState::NoteCompletionLocked(bool inline_done) {
 
 // Un-pauses admission; true when it must then be extended (after dropping
 // mu_: the pump may issue reads that complete inline, on this thread).
-bool StreamState::ResumeLocked() {
+bool Scheduler::ResumeLocked() {
   paused_ = false;
   SetPaused(false);
   return !failed_ && !finished_;
@@ -181,18 +187,18 @@ bool StreamState::ResumeLocked() {
 
 // A pump may have dropped a paused stream from the limiter's queue: extend
 // admission again.
-void StreamState::ExtendAdmission() {
+void Scheduler::ExtendAdmission() {
   limiter_->Extend(shared_from_this(), ranges_.size());
 }
 
 // --- Completion ---
 
-void StreamState::OnReadDone(uint64_t tag, Result<Slice> bytes) {
+void Scheduler::OnReadDone(uint64_t tag, Result<Slice> bytes) {
   ReadCompletion done{tag, std::move(bytes)};
   CompleteReads({&done, 1});
 }
 
-void StreamState::OnReadsDone(std::span<ReadCompletion> done) {
+void Scheduler::OnReadsDone(std::span<ReadCompletion> done) {
   while (done.size() > kCompletionChunk) {
     CompleteReads(done.first(kCompletionChunk));
     done = done.subspan(kCompletionChunk);
@@ -202,45 +208,53 @@ void StreamState::OnReadsDone(std::span<ReadCompletion> done) {
 
 // A slot's index is written under mu_ before its read is issued and does not
 // change until the read completes, so a completion may read it unlocked.
-uint64_t StreamState::InFlightIndex(uint64_t tag) const {
-  return slots_[tag].index;
+uint64_t Scheduler::InFlightIndex(uint64_t tag) const {
+  return slots_[SlotOf(tag)].index;
 }
 
-// Files finished reads (at most kCompletionChunk) under one lock of the stream
-// and hands their permits back with one call to the limiter.
+// Settles finished reads (at most kCompletionChunk) under one lock of the
+// stream and hands their permits back with one call to the limiter.
 //
 // A result keeps its share of the response budget until it is handed out
 // (then its Lease, made on the consumer's thread, keeps it) or dropped; a
 // failed read's too, until its error is delivered: occupied slots never
 // exceed the budget. A dropped stream's go back here.
-void StreamState::CompleteReads(std::span<ReadCompletion> done) {
-  std::shared_ptr<StreamState> keepalive;  // destroyed last: may free this
+void Scheduler::CompleteReads(std::span<ReadCompletion> done) {
+  std::shared_ptr<Scheduler> keepalive;  // destroyed last: may free this
   const uint64_t now = NowNanos();
-  const size_t n = done.size();
   for (ReadCompletion& d : done) CheckLength(d);
-  uint64_t dropped = 0;
-  uint64_t dropped_bytes = 0;
   const bool inline_done = tls_granting == this;
-  bool next_chunk = false;
+  Settled settled;
   {
     MutexLock lk(mu_, MutexLock::Spin::kYes);
-    for (size_t i = 0; i < n; ++i) {
-      FileCompletionLocked(done[i], now - slots_[done[i].tag].submit_ns,
-                           &dropped, &dropped_bytes);
+    for (ReadCompletion& d : done) {
+      if (SettleLocked(d, now, &settled)) {
+        FileCompletionLocked(d, now - slots_[SlotOf(d.tag)].submit_ns,
+                             &settled);
+      }
     }
-    next_chunk = AfterCompletionsLocked(inline_done);
+    AfterCompletionsLocked(inline_done);
     keepalive = HoldSelfLocked(inline_done);
   }
-  // The permits go back last: they may admit this stream's next reads.
-  limiter_->ReadsDone(n);
-  if (next_chunk) {
-    limiter_->Extend(shared_from_this(), limiter_->io_concurrency());
+  FinishSettling(settled);
+}
+
+// What a batch's settling left, without mu_: the permits go back (they may
+// admit this stream's next reads), losers are cancelled in the backend.
+void Scheduler::FinishSettling(Settled& s) {
+  if (s.reads > 0) limiter_->ReadsDone(s.reads);
+  if (s.dropped > 0) limiter_->ReleaseResponses(s.dropped, s.dropped_bytes);
+  for (uint64_t tag : s.cancel) source_->Cancel(this, tag);
+  if (s.hedges_done > 0) limiter_->ReleaseHedges(s.hedges_done, s.hedge_bytes);
+  if (s.won > 0) {
+    limiter_->RecordHedges(0, s.won, 0);
+    stats_->RecordHedges(0, s.won, 0);
   }
-  if (dropped > 0) limiter_->ReleaseResponses(dropped, dropped_bytes);
+  s.garbage.clear();
 }
 
 // A read that returned other than its range's length failed.
-void StreamState::CheckLength(ReadCompletion& done) const {
+void Scheduler::CheckLength(ReadCompletion& done) const {
   const uint64_t length = ranges_[InFlightIndex(done.tag)].length;
   if (done.bytes.ok() && done.bytes->size() != length) {
     done.bytes = Status::IoError("backend returned " +
@@ -249,23 +263,55 @@ void StreamState::CheckLength(ReadCompletion& done) const {
   }
 }
 
-// Puts one finished read's result (or error) in its slot, or drops it if
-// the stream is finished (counting its budget into *dropped_bytes).
-void StreamState::FileCompletionLocked(ReadCompletion& done,
-                                       uint64_t latency_ns, uint64_t* dropped,
-                                       uint64_t* dropped_bytes) {
-  const uint64_t tag = done.tag;
-  Slot& s = slots_[tag];
+// One copy of a read came back. True when it settles the read (the first
+// success, or the failure of the last copy out): the caller files it. A
+// losing copy, or a failed one while the other is still out, is dropped.
+bool Scheduler::SettleLocked(ReadCompletion& done, uint64_t now, Settled* out) {
+  if (!losers_.empty() && TakeLoserLocked(done.tag, out)) {
+    out->garbage.push_back(std::move(done.bytes));
+    return false;
+  }
+  Slot& s = slots_[SlotOf(done.tag)];
+  const unsigned copy = done.tag & 1;
+  s.out &= ~(1u << copy);
+  if (!done.bytes.ok() && s.out != 0) {
+    out->garbage.push_back(std::move(done.bytes));  // the other may answer
+    return false;
+  }
+  if (s.out != 0) {
+    // The other copy loses: cancelled, its completion dropped when it comes.
+    losers_.push_back({done.tag ^ 1, ranges_[s.index].length});
+    out->cancel.push_back(done.tag ^ 1);
+    s.out = 0;
+  } else if (s.hedged) {
+    out->hedge_bytes += ranges_[s.index].length;
+    ++out->hedges_done;
+  }
+  if (hedge_) {
+    hedge_->Settled(now - s.submit_ns, copy == 1);
+    out->won += copy;
+  }
+  return true;
+}
+
+// Puts one settled read's result (or error) in its slot, or drops it if
+// the stream is finished (counting its budget into `out`).
+void Scheduler::FileCompletionLocked(ReadCompletion& done, uint64_t latency_ns,
+                                     Settled* out) {
+  const uint64_t slot = SlotOf(done.tag);
+  Slot& s = slots_[slot];
   const uint64_t length = ranges_[s.index].length;
   --in_flight_;
+  ++out->reads;
   reads_.Add(latency_ns, done.bytes.ok() ? length : 0, done.bytes.ok());
   if (reads_.full()) FlushStatsLocked();
   if (finished_) {
     ++cancelled_;
-    ++*dropped;
-    *dropped_bytes += length;
+    ++out->dropped;
+    out->dropped_bytes += length;
     s.state = Slot::kFree;
-    ReleaseSlot(tag);
+    ReleaseSlot(slot);
+    out->garbage.push_back(std::move(done.bytes));
     return;
   }
   s.state = Slot::kDone;
@@ -280,41 +326,38 @@ void StreamState::FileCompletionLocked(ReadCompletion& done,
       limiter_->Withdraw(this);
     }
   }
-  if (delivery_ == Delivery::kAsCompleted) ready_.push_back(tag);
+  if (delivery_ == Delivery::kAsCompleted) ready_.push_back(slot);
 }
 
-// Wakes the consumer after a batch of completions; true when the chunked
-// baseline's next chunk is due (its whole chunk has completed).
-bool StreamState::AfterCompletionsLocked(bool inline_done) {
+// Wakes the consumer after a batch of completions.
+void Scheduler::AfterCompletionsLocked(bool inline_done) {
   if (finished_) {
-    if (in_flight_ == 0) FlushStatsLocked();  // the stream's last word
-    return false;
+    if (IdleLocked()) FlushStatsLocked();  // the stream's last word
+    return;
   }
-  const bool next_chunk = chunked_ && in_flight_ == 0 && !failed_;
-  if (!chunked_) NoteCompletionLocked(inline_done);
+  NoteCompletionLocked(inline_done);
   ChangedLocked();
   if (consumer_waiting_) cv_.NotifyOne();
-  return next_chunk;
 }
 
 // A completion still uses the stream after unlocking, while another
-// thread's completion may bring in_flight_ to 0 and the consumer then drop
-// the stream, its reader and its limiter: the completion holds the stream
-// until it returns (and releases the stream's hold on itself if it is done).
-// Inside this stream's OnGrant the pump's reference does that: an atomic
-// increment and decrement fewer per inline read.
-std::shared_ptr<StreamState> StreamState::HoldSelfLocked(bool inline_done) {
-  if (in_flight_ == 0 && DoneLocked()) return std::move(keepalive_);
+// thread's completion may leave nothing in flight and the consumer then
+// drop the stream, its reader and its limiter: the completion holds the
+// stream until it returns (and releases the stream's hold on itself if it
+// is done). Inside this stream's OnGrant the pump's reference does that: an
+// atomic increment and decrement fewer per inline read.
+std::shared_ptr<Scheduler> Scheduler::HoldSelfLocked(bool inline_done) {
+  if (IdleLocked() && DoneLocked()) return std::move(keepalive_);
   if (!inline_done) return keepalive_;
   return nullptr;
 }
 
 // --- Ending ---
 
-void StreamState::Finish() {
+void Scheduler::Finish() {
   uint64_t dropped = 0;
   uint64_t dropped_bytes = 0;
-  std::shared_ptr<StreamState> self;  // the caller's RangeStream holds us
+  std::shared_ptr<Scheduler> self;  // the caller's RangeStream holds us
   bool cancel_reads = false;
   {
     MutexLock lk(mu_);
@@ -334,7 +377,7 @@ void StreamState::Finish() {
       ++cancelled_;
     }
     ready_.clear();
-    cancel_reads = in_flight_ > 0;
+    cancel_reads = !IdleLocked();
     FlushStatsLocked();
     ReleaseSelfIfDoneLocked(&self);
     ChangedLocked();
@@ -350,7 +393,7 @@ void StreamState::Finish() {
 // watches and wakes its Waker, if any (its condition variable is the
 // caller's to signal). changes_ is written only under mu_, so a load and a
 // store do (no atomic read-modify-write on the per-read path).
-void StreamState::ChangedLocked() {
+void Scheduler::ChangedLocked() {
   changes_.store(changes_.load(std::memory_order_relaxed) + 1,
                  std::memory_order_release);
   if (waker_) waker_->Notify();
@@ -360,17 +403,17 @@ void StreamState::ChangedLocked() {
 // everything delivered) with nothing in flight, so that late completions of
 // a dropped stream land safely; each completion also holds its own
 // reference while it runs (HoldSelfLocked).
-void StreamState::ReleaseSelfIfDoneLocked(std::shared_ptr<StreamState>* out) {
-  if (in_flight_ == 0 && DoneLocked()) *out = std::move(keepalive_);
+void Scheduler::ReleaseSelfIfDoneLocked(std::shared_ptr<Scheduler>* out) {
+  if (IdleLocked() && DoneLocked()) *out = std::move(keepalive_);
 }
 
-std::string StreamState::RangeContext(uint64_t index) const {
+std::string Scheduler::RangeContext(uint64_t index) const {
   if (describe_) return describe_(index);
   return "reading range " + ranges_[index].ToString() + " (request index " +
          std::to_string(index) + ") of '" + source_->name() + "'";
 }
 
-void StreamState::FlushStatsLocked() {
+void Scheduler::FlushStatsLocked() {
   if (reads_.n != 0) {
     stats_->RecordReads(reads_.latency.data(), reads_.n, reads_.bytes,
                         reads_.errors);

@@ -6,9 +6,12 @@
 // takes results (Next/Poll/NextRaw) in request or completion order. A
 // completion hands its I/O permit back at once, which admits the next read:
 // no batch waits for another. Admission state is O(1) (the limiter's
-// cursor); per-read state lives in at most budget-count slots.
-// scheduler.cc holds the admission and completion side, scheduler_delivery.cc
-// the consumer's.
+// cursor); per-read state lives in at most budget-count slots. The
+// scheduler also decides when a read is late and hedges it
+// (hedge_policy.h): the second copy goes to the same source, the first
+// answer wins and the other is cancelled.
+// scheduler.cc holds the admission and completion side, scheduler_hedge.cc
+// the hedges, scheduler_delivery.cc the consumer's side.
 //
 // Thread-safety: mu_ guards everything mutable; the limiter and backends call
 // in from their threads, one consumer thread at a time calls Next/Poll.
@@ -35,27 +38,27 @@
 #include "rangeio/reader.h"
 #include "rangeio/source.h"
 #include "util/stats_recorder.h"
-#include "stream/baselines.h"
+#include "stream/hedge_policy.h"
 #include "stream/stream_base.h"
 #include "stream/waker.h"
 
 namespace rangeio::detail {
 
-class StreamState final : public StreamBase,
-                          public PermitClient,
-                          public ReadSink,
-                          public std::enable_shared_from_this<StreamState> {
+class Scheduler final : public StreamBase,
+                        public PermitClient,
+                        public ReadSink,
+                        public std::enable_shared_from_this<Scheduler> {
  public:
   // `describe`, set for the physical reads of a PlannedStream, names a read
   // by the requested ranges it serves; such a stream leaves counting
-  // deliveries (ranges and logical bytes) to the PlannedStream.
-  StreamState(std::shared_ptr<Source> source,
-              std::shared_ptr<LimiterCore> limiter,
-              std::shared_ptr<StatsRecorder> stats,
-              std::vector<ByteRange> ranges, Delivery delivery,
-              const ReaderOptions& options,
-              Scheduling scheduling = Scheduling::kRolling,
-              std::function<std::string(uint64_t)> describe = nullptr);
+  // deliveries (ranges and logical bytes) to the PlannedStream. `hedge`
+  // (null: no hedging) is the reader's hedge policy.
+  Scheduler(std::shared_ptr<Source> source,
+            std::shared_ptr<LimiterCore> limiter,
+            std::shared_ptr<StatsRecorder> stats, std::vector<ByteRange> ranges,
+            Delivery delivery, const ReaderOptions& options,
+            std::shared_ptr<HedgePolicy> hedge = nullptr,
+            std::function<std::string(uint64_t)> describe = nullptr);
 
   // Asks the limiter for the first window of reads.
   void Start() EXCLUDES(mu_);
@@ -119,14 +122,42 @@ class StreamState final : public StreamBase,
   // One cache line: a completion on one thread writes it and the consumer
   // on another reads it, once per read.
   struct alignas(64) Slot {
-    enum State { kFree, kInFlight, kDone };
+    enum State : uint8_t { kFree, kInFlight, kDone };
     State state = kFree;
+    uint8_t out = 0;      // bit c: copy c (0 primary, 1 hedge) is out
+    bool hedged = false;  // a hedge was issued for this read
+    uint32_t gen = 0;     // bumped per read: a tag names one read's copy
     uint64_t index = 0;
     uint64_t submit_ns = 0;
     Slice bytes;                    // a result not yet handed out
     std::unique_ptr<Status> error;  // a failed read's, until delivered
   };
   static_assert(sizeof(Slot) == 64);
+
+  // A copy still in the backend whose read was settled by the other copy:
+  // its completion is dropped, and its hedge permit then returned.
+  struct Loser {
+    uint64_t tag;
+    uint64_t bytes;
+  };
+
+  // What a batch of completions leaves to do once mu_ is dropped.
+  struct Settled {
+    uint64_t reads = 0;  // reads settled: their I/O permits go back
+    uint64_t dropped = 0;
+    uint64_t dropped_bytes = 0;
+    uint64_t won = 0;  // settled by their hedge
+    uint64_t hedge_bytes = 0;  // hedge permits to return, by bytes
+    uint64_t hedges_done = 0;
+    std::vector<uint64_t> cancel;  // losers to cancel in the backend
+    std::vector<Result<Slice>> garbage;  // losers' bytes, freed unlocked
+  };
+
+  // A read's tag: its slot, the slot's generation and the copy.
+  static uint64_t TagOf(uint64_t slot, uint32_t gen, unsigned copy) {
+    return (uint64_t{gen} << 32) | (slot << 1) | copy;
+  }
+  static uint64_t SlotOf(uint64_t tag) { return (tag & 0xffffffffu) >> 1; }
 
   // A result taken out of its slot, to be handed out once mu_ is dropped.
   struct Taken {
@@ -151,11 +182,18 @@ class StreamState final : public StreamBase,
   // A slot's index, read without mu_ by the completion of its read.
   uint64_t InFlightIndex(uint64_t tag) const
       NO_THREAD_SAFETY_ANALYSIS;  // stable while the read is in flight
-  void FileCompletionLocked(ReadCompletion& done, uint64_t latency_ns,
-                            uint64_t* dropped, uint64_t* dropped_bytes)
+  bool SettleLocked(ReadCompletion& done, uint64_t now, Settled* out)
       REQUIRES(mu_);
-  bool AfterCompletionsLocked(bool inline_done) REQUIRES(mu_);
-  std::shared_ptr<StreamState> HoldSelfLocked(bool inline_done) REQUIRES(mu_);
+  void FileCompletionLocked(ReadCompletion& done, uint64_t latency_ns,
+                            Settled* out) REQUIRES(mu_);
+  void AfterCompletionsLocked(bool inline_done) REQUIRES(mu_);
+  std::shared_ptr<Scheduler> HoldSelfLocked(bool inline_done) REQUIRES(mu_);
+  void FinishSettling(Settled& s);
+
+  // --- Hedging (scheduler_hedge.cc) ---
+  void ArmHedges(const uint64_t* tags, uint64_t n, uint64_t delay_ns);
+  void FireHedges(const std::vector<uint64_t>& tags) EXCLUDES(mu_);
+  bool TakeLoserLocked(uint64_t tag, Settled* out) REQUIRES(mu_);
 
   // --- Delivery ---
   std::optional<uint64_t> ReadyTagLocked() REQUIRES(mu_);
@@ -179,7 +217,11 @@ class StreamState final : public StreamBase,
   uint64_t BacklogLocked() const REQUIRES(mu_) {
     return n_submitted_ - delivered_ - in_flight_;
   }
-  void ReleaseSelfIfDoneLocked(std::shared_ptr<StreamState>* out) REQUIRES(mu_);
+  void ReleaseSelfIfDoneLocked(std::shared_ptr<Scheduler>* out) REQUIRES(mu_);
+  // Nothing of this stream is in the backend (no read, no losing copy).
+  bool IdleLocked() const REQUIRES(mu_) {
+    return in_flight_ == 0 && losers_.empty();
+  }
   bool DoneLocked() const REQUIRES(mu_) {
     return finished_ || delivered_ == ranges_.size();
   }
@@ -193,7 +235,7 @@ class StreamState final : public StreamBase,
   const std::shared_ptr<StatsRecorder> stats_;
   const std::vector<ByteRange> ranges_;
   const Delivery delivery_;
-  const bool chunked_;
+  const std::shared_ptr<HedgePolicy> hedge_;  // null: no hedging
   const std::chrono::milliseconds stall_timeout_;
   const std::function<std::string(uint64_t)> describe_;
   const bool record_deliveries_;
@@ -203,6 +245,7 @@ class StreamState final : public StreamBase,
   std::vector<Slot> slots_ GUARDED_BY(mu_);
   std::vector<uint64_t> free_slots_ GUARDED_BY(mu_);  // as-completed
   std::deque<uint64_t> ready_ GUARDED_BY(mu_);        // as-completed
+  std::vector<Loser> losers_ GUARDED_BY(mu_);
   uint64_t in_flight_ GUARDED_BY(mu_) = 0;
   uint64_t n_submitted_ GUARDED_BY(mu_) = 0;
   uint64_t delivered_ GUARDED_BY(mu_) = 0;
@@ -223,7 +266,7 @@ class StreamState final : public StreamBase,
   // When a stalled consumer gives up (0: not stalled).
   uint64_t stall_deadline_ GUARDED_BY(mu_) = 0;
   Status final_status_ GUARDED_BY(mu_);
-  std::shared_ptr<StreamState> keepalive_ GUARDED_BY(mu_);
+  std::shared_ptr<Scheduler> keepalive_ GUARDED_BY(mu_);
 };
 
 }  // namespace rangeio::detail

@@ -1,4 +1,4 @@
-// The consumer's side of StreamState (scheduler.h): handing out results in
+// The consumer's side of Scheduler (scheduler.h): handing out results in
 // request or completion order, and waiting for them. scheduler.cc holds the
 // admission and completion side, run by the limiter's and backends' threads.
 #include <algorithm>
@@ -13,7 +13,7 @@ namespace rangeio::detail {
 
 // --- Delivery ---
 
-Result<std::optional<RangeResult>> StreamState::Poll(bool* pending) {
+Result<std::optional<RangeResult>> Scheduler::Poll(bool* pending) {
   RANGEIO_ASSIGN_OR_RETURN(std::optional<RawResult> raw, NextRaw(pending));
   if (!raw) return std::optional<RangeResult>();
   const std::byte* data = raw->lease->bytes.data();
@@ -26,7 +26,7 @@ Result<std::optional<RangeResult>> StreamState::Poll(bool* pending) {
 // Hands out the next result as soon as there is one; otherwise, in this
 // order: resumes a paused admission, gives up on a stall past its deadline,
 // helps the source run its queued reads, spins briefly, and sleeps.
-Result<std::optional<RawResult>> StreamState::NextRaw(bool* pending) {
+Result<std::optional<RawResult>> Scheduler::NextRaw(bool* pending) {
   MutexLock lk(mu_, MutexLock::Spin::kYes);
   int spins = 0;
   bool assisted = false;  // Assist found nothing since the last result
@@ -94,7 +94,7 @@ Result<std::optional<RawResult>> StreamState::NextRaw(bool* pending) {
   }
 }
 
-std::optional<uint64_t> StreamState::ReadyTagLocked() {
+std::optional<uint64_t> Scheduler::ReadyTagLocked() {
   if (delivery_ == Delivery::kAsCompleted) {
     if (ready_.empty()) return std::nullopt;
     const uint64_t tag = ready_.front();
@@ -109,7 +109,7 @@ std::optional<uint64_t> StreamState::ReadyTagLocked() {
 
 // Frees the slot of a delivered result and counts the delivery; resumes a
 // paused admission once the consumer has taken half the backlog.
-StreamState::Taken StreamState::TakeResultLocked(uint64_t tag) {
+Scheduler::Taken Scheduler::TakeResultLocked(uint64_t tag) {
   Slot& s = slots_[tag];
   Taken taken{s.index, ranges_[s.index].length, std::move(s.bytes), false};
   stall_deadline_ = 0;
@@ -131,7 +131,7 @@ StreamState::Taken StreamState::TakeResultLocked(uint64_t tag) {
 // A failed read's error becomes the stream's final status: the error is
 // this read's delivery (the read is not "cancelled"). Returns the budget
 // its slot held, to be released after unlocking.
-uint64_t StreamState::TakeErrorLocked(uint64_t tag) {
+uint64_t Scheduler::TakeErrorLocked(uint64_t tag) {
   Slot& s = slots_[tag];
   final_status_ = std::move(*s.error);
   s.error.reset();
@@ -143,16 +143,16 @@ uint64_t StreamState::TakeErrorLocked(uint64_t tag) {
 
 // Every range is delivered: the stream's stats are final and it lets go of
 // itself (the caller's RangeStream still holds it).
-Result<std::optional<RawResult>> StreamState::EndLocked() {
+Result<std::optional<RawResult>> Scheduler::EndLocked() {
   FlushStatsLocked();
-  std::shared_ptr<StreamState> self;
+  std::shared_ptr<Scheduler> self;
   ReleaseSelfIfDoneLocked(&self);
   return std::optional<RawResult>();
 }
 
 // Made here, on the consumer's thread, which also frees it: the allocator's
 // per-thread cache serves both ends.
-RawResult StreamState::MakeRaw(Taken taken) {
+RawResult Scheduler::MakeRaw(Taken taken) {
   return RawResult{taken.index,
                    std::make_shared<Lease>(limiter_.get(), taken.cost,
                                            std::move(taken.bytes))};
@@ -164,7 +164,7 @@ RawResult StreamState::MakeRaw(Taken taken) {
 // (page-cache hits), with mu_ dropped: this thread's results come sooner and
 // the source's threads are not the only ones working. True when the source
 // had nothing to run.
-bool StreamState::AssistLocked() {
+bool Scheduler::AssistLocked() {
   mu_.Unlock();
   const bool nothing = source_->Assist(kAssistReads) == 0;
   mu_.LockSpinning();
@@ -181,7 +181,7 @@ bool StreamState::AssistLocked() {
 // milliseconds) spinning only burns the core, so a spin that found nothing
 // halves the next one and one that found a result doubles it, within
 // 1..kSpins.
-void StreamState::SpinLocked(int* spins) {
+void Scheduler::SpinLocked(int* spins) {
   const uint64_t seen = changes_.load(std::memory_order_relaxed);
   const int limit = spin_limit_;
   mu_.Unlock();
@@ -196,13 +196,13 @@ void StreamState::SpinLocked(int* spins) {
                         : std::max(1, spin_limit_ / 2);
 }
 
-void StreamState::SleepLocked(MutexLock& lk) {
+void Scheduler::SleepLocked(MutexLock& lk) {
   consumer_waiting_ = true;
   cv_.Wait(lk);
   consumer_waiting_ = false;
 }
 
-void StreamState::SleepAtMostLocked(MutexLock& lk,
+void Scheduler::SleepAtMostLocked(MutexLock& lk,
                                     std::chrono::nanoseconds timeout) {
   consumer_waiting_ = true;
   cv_.WaitFor(lk, timeout);
@@ -211,13 +211,13 @@ void StreamState::SleepAtMostLocked(MutexLock& lk,
 
 // Nothing of this stream is in flight and reads are left to admit: what it
 // waits for is the limiter, whose stall StalledLocked checks.
-bool StreamState::WaitsForAdmissionLocked() const {
+bool Scheduler::WaitsForAdmissionLocked() const {
   return in_flight_ == 0 && !failed_ && n_submitted_ < ranges_.size();
 }
 
 // A stalled consumer waits up to stall_timeout_ from the first time it
 // finds the stream stalled; past that, the stream fails with StallError.
-bool StreamState::StallExpiredLocked(uint64_t now) {
+bool Scheduler::StallExpiredLocked(uint64_t now) {
   if (stall_deadline_ == 0) {
     stall_deadline_ =
         now +
@@ -229,7 +229,7 @@ bool StreamState::StallExpiredLocked(uint64_t now) {
   return true;
 }
 
-void StreamState::SleepUntilStallDeadlineLocked(MutexLock& lk, uint64_t now) {
+void Scheduler::SleepUntilStallDeadlineLocked(MutexLock& lk, uint64_t now) {
   SleepAtMostLocked(lk, std::chrono::nanoseconds(stall_deadline_ - now));
 }
 
@@ -237,14 +237,14 @@ void StreamState::SleepUntilStallDeadlineLocked(MutexLock& lk, uint64_t now) {
 // its limiter: no completion can free anything, only consumers releasing
 // results can (this caller's held slices, or other streams' undelivered
 // results, e.g. a k-way merge consuming many streams from one thread).
-bool StreamState::StalledLocked() const {
+bool Scheduler::StalledLocked() const {
   if (in_flight_ != 0 || failed_ || n_submitted_ >= ranges_.size()) {
     return false;
   }
   return limiter_->Occupancy().in_flight == 0;
 }
 
-Status StreamState::StallError() const {
+Status Scheduler::StallError() const {
   const LimiterCore::Usage u = limiter_->Occupancy();
   return Status::ResourceExhausted(
       "reading '" + source_->name() + "': no read could be admitted for " +

@@ -16,7 +16,7 @@
 
 namespace rangeio::detail {
 
-// A StreamState (ranges read as requested) or a PlannedStream (ranges read
+// A Scheduler (ranges read as requested) or a PlannedStream (ranges read
 // through a Plan).
 class StreamBase {
  public:
@@ -45,7 +45,7 @@ struct Lease {
   Slice bytes;
 };
 
-// A physical result as a StreamState hands it to a PlannedStream: the read's
+// A physical result as a Scheduler hands it to a PlannedStream: the read's
 // index and its lease (bytes plus budget).
 struct RawResult {
   uint64_t index = 0;

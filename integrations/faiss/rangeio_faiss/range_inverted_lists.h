@@ -55,10 +55,11 @@
 
 namespace rangeio::integrations {
 
-// How the lists' reads are issued: Reader::ReadRanges by default; the
-// benchmarks pass the chunked baseline to show what rolling replaces.
-using ListReadFn = std::function<Result<RangeStream>(
-    const Reader&, std::span<const ByteRange>, Delivery, Priority)>;
+// A decorator for the sources an index is read from (a BlockCache; the
+// benchmarks' chunk barrier): given each opened source, returns what to
+// read instead.
+using SourceDecorator =
+    std::function<std::shared_ptr<Source>(std::shared_ptr<Source>)>;
 
 struct IvfOpenOptions {
   SourceOptions source;  // backend options of the index (and data) URLs
@@ -66,7 +67,7 @@ struct IvfOpenOptions {
   // An "ilod" index: URL of its .ivfdata file. Empty: the file name stored
   // in the index, taken beside the index URL (as IO_FLAG_ONDISK_SAME_DIR).
   std::string data_url;
-  ListReadFn read;  // empty: Reader::ReadRanges
+  SourceDecorator decorate;  // empty: the sources as opened
   // Largest read that merges lists (0: 1 MiB; at most the response budget /
   // (search threads + 1)). 1 reads each list on its own.
   uint64_t max_read_bytes = 0;
@@ -101,7 +102,7 @@ class RangeInvertedLists final : public ::faiss::ReadOnlyInvertedLists {
   // error names the list, its bytes and the source.
   static Result<std::unique_ptr<RangeInvertedLists>> Make(
       size_t code_size, std::vector<Extent> lists, Reader reader,
-      ListReadFn read = nullptr, uint64_t max_read_bytes = 0,
+      uint64_t max_read_bytes = 0,
       std::optional<uint64_t> max_gap_bytes = std::nullopt);
   ~RangeInvertedLists() override;
 
