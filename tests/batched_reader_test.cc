@@ -9,7 +9,6 @@
 #include <random>
 #include <thread>
 
-#include "batch/baselines.h"
 #include "rangeio/batch.h"
 #include "rangeio/rangeio.h"
 #include "support/gated_source.h"
@@ -55,17 +54,6 @@ std::shared_ptr<BatchedReader> Open(std::shared_ptr<Source> s,
   return *b;
 }
 
-// The benchmark's baseline (batch/baselines.h) on one source.
-std::shared_ptr<BatchedReader> OpenSerialized(std::shared_ptr<Source> s,
-                                              BatchOptions bo = {}) {
-  auto reader = Reader::Open(std::move(s), testing::LimitOptions(8));
-  EXPECT_TRUE(reader.ok());
-  auto b =
-      detail::OpenBatchedReader({*reader}, bo, detail::BatchMode::kSerialized);
-  EXPECT_TRUE(b.ok()) << b.status().ToString();
-  return *b;
-}
-
 TEST(BatchedReaderTest, ABatchIsDispatchedWhileAnEarlierOneIsInFlight) {
   auto gated = GatedSource::Make("g", 1 << 20);  // holds every read
   auto batched = Open(gated);
@@ -85,74 +73,18 @@ TEST(BatchedReaderTest, ABatchIsDispatchedWhileAnEarlierOneIsInFlight) {
   EXPECT_TRUE(Matches(res.got.at(3), r3));
 }
 
-TEST(BatchedReaderTest, SerializedModeWaitsForThePreviousBatch) {
-  auto gated = GatedSource::Make("g", 1 << 20);
-  BatchOptions bo;
-  // One dispatcher: r2 and r3 wait in the queue, so they form one batch
-  // whatever the timing (with more, the next batch is drained as soon as a
-  // request arrives; see SerializedModeDrainsTheNextBatchAtOnce).
-  bo.max_dispatchers = 1;
-  auto batched = OpenSerialized(gated, bo);
-  Results res;
-  batched->ReadAsync({0, 100}, res.For(1));
-  ASSERT_TRUE(gated->WaitForHeld(1));
-  batched->ReadAsync({10000, 100}, res.For(2));
-  batched->ReadAsync({20000, 100}, res.For(3));
-  testing::GiveThreadsAChance();
-  EXPECT_EQ(gated->reads_started(), 1u);  // the baseline's barrier
-  gated->ReleaseOldest(1);
-  ASSERT_TRUE(gated->WaitForHeld(2));  // then r2 and r3 together
-  gated->ReleaseAll();
-  ASSERT_TRUE(res.WaitFor(3));
-  EXPECT_EQ(batched->GetStats().batches, 2u);
-  EXPECT_EQ(batched->GetStats().largest_batch, 2u);
-}
-
-// The old Lance scheduler the baseline reproduces: while a batch reads, the
-// next one is drained at once and waits; requests arriving after that wait
-// for the batch after it. So closed-loop callers form two cohorts.
-TEST(BatchedReaderTest, SerializedModeDrainsTheNextBatchAtOnce) {
-  auto gated = GatedSource::Make("g", 1 << 20);
-  auto batched = OpenSerialized(gated);
-  Results res;
-  batched->ReadAsync({0, 100}, res.For(1));
-  ASSERT_TRUE(gated->WaitForHeld(1));
-  batched->ReadAsync({10000, 100}, res.For(2));
-  // r2 is drained as batch 2 while batch 1 reads, and waits for it.
-  ASSERT_TRUE(
-      testing::WaitUntil([&] { return batched->GetStats().batches == 2; }));
-  batched->ReadAsync({20000, 100}, res.For(3));
-  testing::GiveThreadsAChance();
-  EXPECT_EQ(gated->reads_started(), 1u);
-  EXPECT_EQ(batched->GetStats().batches, 2u);  // r3 waits for a drain
-  gated->ReleaseOldest(1);                     // batch 1 done
-  ASSERT_TRUE(gated->WaitForStarted(2));       // batch 2 (r2) reads
-  // Now r3 is drained as batch 3, which waits for batch 2.
-  ASSERT_TRUE(
-      testing::WaitUntil([&] { return batched->GetStats().batches == 3; }));
-  testing::GiveThreadsAChance();
-  EXPECT_EQ(gated->reads_started(), 2u);
-  gated->ReleaseOldest(1);
-  ASSERT_TRUE(gated->WaitForStarted(3));  // batch 3 (r3) reads
-  gated->ReleaseAll();
-  ASSERT_TRUE(res.WaitFor(3));
-  EXPECT_TRUE(Matches(res.got.at(1), {0, 100}));
-  EXPECT_TRUE(Matches(res.got.at(2), {10000, 100}));
-  EXPECT_TRUE(Matches(res.got.at(3), {20000, 100}));
-  EXPECT_EQ(batched->GetStats().largest_batch, 1u);
-}
-
 TEST(BatchedReaderTest, QueuedCallersArePlannedTogether) {
   auto gated = GatedSource::Make("g", 1 << 20);
   BatchOptions bo;
-  bo.max_dispatchers = 1;  // later callers queue behind the first batch
+  bo.max_batches = 1;  // later callers queue behind the first batch
   Options o = testing::LimitOptions(8);
   o.reader.planner = PlannerOptions::ObjectStore();
   auto batched = Open(gated, bo, o);
   Results res;
   batched->ReadAsync({500000, 100}, res.For(0));
   ASSERT_TRUE(gated->WaitForHeld(1));
-  // Three callers' neighbouring ranges arrive while the dispatcher is busy.
+  // Three callers' neighbouring ranges arrive while the one batch allowed
+  // is in progress.
   batched->ReadAsync({0, 100}, res.For(1));
   batched->ReadAsync({200, 100}, res.For(2));
   batched->ReadAsync({400, 100}, res.For(3));
@@ -170,7 +102,7 @@ TEST(BatchedReaderTest, AnErrorReachesOnlyItsCaller) {
   auto gated = GatedSource::Make("g", 1 << 20);
   gated->FailOffset(10000, "bad block");
   BatchOptions bo;
-  bo.max_dispatchers = 1;
+  bo.max_batches = 1;
   auto batched = Open(gated, bo);
   Results res;
   batched->ReadAsync({900000, 10}, res.For(0));
@@ -186,9 +118,43 @@ TEST(BatchedReaderTest, AnErrorReachesOnlyItsCaller) {
   const std::string msg = res.got.at(2).status().ToString();
   EXPECT_NE(msg.find("bad block"), std::string::npos) << msg;
   EXPECT_NE(msg.find("[10000, 10100)"), std::string::npos) << msg;
-  EXPECT_GE(batched->GetStats().retried_singly, 1u);
+  // Each range was its own read (no planner): nothing to read again.
+  EXPECT_EQ(batched->reader().GetStats().ranges_retried, 0u);
   const Stats ls = batched->reader().limiter()->GetStats();
   EXPECT_EQ(ls.in_flight, 0u);
+}
+
+// Callers' ranges coalesced into one read that fails: the core reads each
+// range again alone (per-range errors), so only the caller whose range is
+// bad gets an error, and no range is read one by one on a single thread.
+TEST(BatchedReaderTest, AFailedCoalescedReadIsRetriedRangeByRange) {
+  auto gated = GatedSource::Make("g", 1 << 20);
+  gated->FailOffset(0, "bad block");  // reads that start at 0 fail
+  BatchOptions bo;
+  bo.max_batches = 1;
+  Options o = testing::LimitOptions(8);
+  o.reader.planner = PlannerOptions::ObjectStore();
+  auto batched = Open(gated, bo, o);
+  Results res;
+  batched->ReadAsync({900000, 10}, res.For(0));
+  ASSERT_TRUE(gated->WaitForHeld(1));
+  batched->ReadAsync({0, 100}, res.For(1));
+  batched->ReadAsync({200, 100}, res.For(2));
+  batched->ReadAsync({400, 100}, res.For(3));
+  gated->SetMode(GatedSource::Mode::kPassInline);
+  ASSERT_TRUE(res.WaitFor(4));
+  ASSERT_FALSE(res.got.at(1).ok());
+  EXPECT_NE(res.got.at(1).status().ToString().find("[0, 100)"),
+            std::string::npos)
+      << res.got.at(1).status().ToString();
+  EXPECT_TRUE(Matches(res.got.at(2), {200, 100}));
+  EXPECT_TRUE(Matches(res.got.at(3), {400, 100}));
+  // {0, 500} failed; then {0, 100}, {200, 100} and {400, 100} alone.
+  EXPECT_EQ(gated->started_ranges(),
+            (std::vector<ByteRange>{
+                {900000, 10}, {0, 500}, {0, 100}, {200, 100}, {400, 100}}));
+  EXPECT_EQ(batched->reader().GetStats().ranges_retried, 3u);
+  EXPECT_EQ(batched->reader().limiter()->GetStats().in_flight, 0u);
 }
 
 TEST(BatchedReaderTest, BadRangesAreRefusedBeforeAnyIo) {
@@ -301,7 +267,7 @@ TEST(BatchedReaderTest, DroppingTheHandleStillAnswersEveryCaller) {
     ASSERT_TRUE(
         gated->WaitFor([](const GatedSource& g) { return g.held() >= 1; }));
     gated->SetMode(GatedSource::Mode::kPassAsync);
-  }  // waits for the dispatchers
+  }  // waits for every caller's answer
   EXPECT_EQ(res.size(), 10u);
   for (int i = 0; i < 10; ++i) {
     EXPECT_TRUE(Matches(res.got.at(i), {uint64_t(i) * 5000, 10})) << i;
@@ -315,8 +281,7 @@ struct MultiSource {
 };
 MultiSource OpenMulti(
     int n, BatchOptions bo = {}, Options o = testing::LimitOptions(8),
-    GatedSource::Mode mode = GatedSource::Mode::kHold,
-    detail::BatchMode batch_mode = detail::BatchMode::kDispatched) {
+    GatedSource::Mode mode = GatedSource::Mode::kHold) {
   MultiSource m;
   auto limiter = *Limiter::Make(o);
   std::vector<Reader> readers;
@@ -325,7 +290,7 @@ MultiSource OpenMulti(
         GatedSource::Make(std::string(1, char('a' + i)), 1 << 20, mode));
     readers.push_back(*Reader::Open(m.gates.back(), o.reader, limiter));
   }
-  auto b = detail::OpenBatchedReader(std::move(readers), bo, batch_mode);
+  auto b = BatchedReader::Open(std::move(readers), bo);
   EXPECT_TRUE(b.ok()) << b.status().ToString();
   m.batched = *b;
   return m;
@@ -357,7 +322,7 @@ TEST(BatchedReaderMultiSourceTest, RequestsForOtherSourcesGoOutDuringABatch) {
 
 TEST(BatchedReaderMultiSourceTest, ABatchIsPlannedPerSourceAndReadAsOneUnit) {
   BatchOptions bo;
-  bo.max_dispatchers = 1;  // later callers queue behind the first batch
+  bo.max_batches = 1;  // later callers queue behind the first batch
   Options o = testing::LimitOptions(8);
   o.reader.planner = PlannerOptions::ObjectStore();
   MultiSource m = OpenMulti(3, bo, o);
@@ -365,7 +330,7 @@ TEST(BatchedReaderMultiSourceTest, ABatchIsPlannedPerSourceAndReadAsOneUnit) {
   Results res;
   m.batched->ReadAsync(0, {500000, 100}, res.For(0));
   ASSERT_TRUE(ga->WaitForHeld(1));
-  // Callers' ranges for three sources arrive while the dispatcher is busy;
+  // Callers' ranges for three sources arrive while the first batch reads;
   // the same offsets on different objects must not be coalesced together.
   m.batched->ReadAsync(0, {0, 100}, res.For(1));
   m.batched->ReadAsync(1, {0, 100}, res.For(2));
@@ -401,7 +366,7 @@ TEST(BatchedReaderMultiSourceTest, ABatchIsPlannedPerSourceAndReadAsOneUnit) {
 
 TEST(BatchedReaderMultiSourceTest, AnErrorInOneSourceReachesOnlyItsCaller) {
   BatchOptions bo;
-  bo.max_dispatchers = 1;
+  bo.max_batches = 1;
   MultiSource m = OpenMulti(3, bo);
   auto ga = m.gates[0], gb = m.gates[1], gc = m.gates[2];
   gb->FailOffset(10000, "bad block");
@@ -425,41 +390,6 @@ TEST(BatchedReaderMultiSourceTest, AnErrorInOneSourceReachesOnlyItsCaller) {
   EXPECT_NE(msg.find("[10000, 10100)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'b'"), std::string::npos) << msg;
   EXPECT_EQ(m.batched->reader(1).limiter()->GetStats().in_flight, 0u);
-}
-
-TEST(BatchedReaderMultiSourceTest, SerializedModeWaitsForTheWholeBatch) {
-  BatchOptions bo;
-  bo.max_dispatchers = 1;  // b's and c's requests queue up as one batch
-  MultiSource m =
-      OpenMulti(3, bo, testing::LimitOptions(8), GatedSource::Mode::kHold,
-                detail::BatchMode::kSerialized);
-  auto ga = m.gates[0], gb = m.gates[1], gc = m.gates[2];
-  Results res;
-  m.batched->ReadAsync(0, {0, 100}, res.For(1));
-  ASSERT_TRUE(ga->WaitForHeld(1));
-  m.batched->ReadAsync(1, {0, 100}, res.For(2));
-  m.batched->ReadAsync(2, {0, 100}, res.For(3));
-  testing::GiveThreadsAChance();
-  EXPECT_EQ(gb->reads_started() + gc->reads_started(), 0u);  // the barrier
-  ga->ReleaseAll();
-  // Then b's and c's requests go out together, as one batch.
-  ASSERT_TRUE(gb->WaitForHeld(1));
-  ASSERT_TRUE(gc->WaitForHeld(1));
-  m.batched->ReadAsync(0, {5000, 100}, res.For(4));
-  gc->ReleaseAll();
-  ASSERT_TRUE(res.WaitFor(2));
-  testing::GiveThreadsAChance();
-  // Half the batch is done; the other half (b) still holds the next one.
-  EXPECT_EQ(ga->reads_started(), 1u);
-  gb->ReleaseAll();
-  ASSERT_TRUE(ga->WaitForHeld(1));
-  ga->ReleaseAll();
-  ASSERT_TRUE(res.WaitFor(4));
-  for (int i = 1; i <= 3; ++i) EXPECT_TRUE(Matches(res.got.at(i), {0, 100}));
-  EXPECT_TRUE(Matches(res.got.at(4), {5000, 100}));
-  const BatchStats st = m.batched->GetStats();
-  EXPECT_EQ(st.batches, 3u);
-  EXPECT_EQ(st.most_sources, 2u);
 }
 
 TEST(BatchedReaderMultiSourceTest, BadSourcesAreRefusedBeforeAnyIo) {

@@ -15,7 +15,6 @@
 
 #include "rangeio/rangeio.h"
 #include "rangeio/reader.h"
-#include "baselines/chunk_barrier.h"
 #include "support/gated_source.h"
 #include "support/test_util.h"
 
@@ -110,38 +109,6 @@ TEST(ReaderTest, RollingReleaseOfOneAdmitsExactlyOneMore) {
   EXPECT_EQ(gate->peak_outstanding(), kC);
 }
 
-// The benchmarks' baseline (bench/baselines/chunk_barrier.h, on the public
-// API): C reads at a time, the next chunk waits for the slowest read of the
-// previous one.
-TEST(ReaderTest, ChunkBarrierWaitsForTheWholeChunk) {
-  constexpr uint32_t kC = 4;
-  auto gate = GatedSource::Make("gate", 1ull << 36);
-  Reader reader = OpenReader(bench::WithChunkBarrier(gate, kC),
-                             LimitOptions(kC));
-  const auto ranges = SpreadRanges(12, 32);
-  auto stream = reader.ReadRanges(ranges, Delivery::kAsCompleted);
-  ASSERT_TRUE(stream.ok());
-  StreamConsumer consumer(std::move(*stream), ranges);
-
-  for (uint64_t chunk = 1; chunk <= 3; ++chunk) {
-    ASSERT_TRUE(gate->WaitForStarted(chunk * kC));
-    ASSERT_TRUE(gate->WaitForOutstanding(kC));
-    // Complete all but the oldest read of the chunk (the straggler).
-    for (uint32_t i = 0; i + 1 < kC; ++i) ASSERT_TRUE(gate->ReleaseNewest());
-    ASSERT_TRUE(consumer.WaitForCount((chunk - 1) * kC + kC - 1));
-    testing::GiveThreadsAChance(milliseconds(30));
-    EXPECT_EQ(gate->reads_started(), chunk * kC)
-        << "chunk " << chunk + 1 << " started before chunk " << chunk
-        << " finished";
-    EXPECT_EQ(gate->outstanding(), 1u);
-    ASSERT_EQ(gate->ReleaseOldest(), 1u);
-  }
-  ASSERT_TRUE(consumer.WaitForDone());
-  EXPECT_TRUE(consumer.final_status().ok());
-  ExpectEachIndexOnce(consumer.indexes(), ranges.size());
-  EXPECT_EQ(gate->peak_outstanding(), kC);
-  EXPECT_EQ(reader.limiter()->GetStats().peak_in_flight, kC);
-}
 
 // --- 2. Response budget --------------------------------------------------
 

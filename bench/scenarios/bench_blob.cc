@@ -44,7 +44,7 @@
 #include <thread>
 #include <vector>
 
-#include "batch/baselines.h"
+#include "serialized_batches.h"
 #include "bench_object.h"
 #include "bench_scenarios.h"
 #include "progress.h"
@@ -198,7 +198,25 @@ Result<BlobObjects> ResolveBlobs(const BenchObject& anchor) {
   return o;
 }
 
-Result<Outcome> RunLibrary(Layout layout, detail::BatchMode mode,
+// The batching under test: the library's BatchedReader, or the baseline
+// that serializes batches (baselines/serialized_batches.h).
+struct Handle {
+  std::shared_ptr<BatchedReader> batched;
+  std::unique_ptr<SerializedBatches> serialized;
+
+  Result<Slice> Read(size_t source, ByteRange range) const {
+    return batched ? batched->Read(source, range)
+                   : serialized->Read(source, range);
+  }
+  size_t source_count() const {
+    return batched ? batched->source_count() : serialized->source_count();
+  }
+  const Reader& reader(size_t i) const {
+    return batched ? batched->reader(i) : serialized->reader(i);
+  }
+};
+
+Result<Outcome> RunLibrary(Layout layout, bool serialized,
                            const BlobObjects& objects) {
   Options o;
   o.limiter.io_concurrency = kConcurrency;
@@ -212,7 +230,7 @@ Result<Outcome> RunLibrary(Layout layout, detail::BatchMode mode,
                                  : Dedicated(layout) ? kBlobsPerHandle
                                                      : 1;
   std::vector<std::shared_ptr<Source>> sources;
-  std::vector<std::shared_ptr<BatchedReader>> handles;
+  std::vector<Handle> handles;
   for (int h = 0; h < n_handles; ++h) {
     std::vector<Reader> readers;
     for (int i = 0; i < sources_per_handle; ++i) {
@@ -221,14 +239,19 @@ Result<Outcome> RunLibrary(Layout layout, detail::BatchMode mode,
       ho.size_hint = Dedicated(layout) ? kBlobBytes : kBlobBytes * kBlobs;
       RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> s,
                                objects.Of(layout, blob).Open(ho));
-      RANGEIO_ASSIGN_OR_RETURN(Reader r, Reader::Open(s, o, limiter));
+      RANGEIO_ASSIGN_OR_RETURN(Reader r, Reader::Open(s, o.reader, limiter));
       sources.push_back(s);
       readers.push_back(std::move(r));
     }
-    RANGEIO_ASSIGN_OR_RETURN(
-        std::shared_ptr<BatchedReader> b,
-        detail::OpenBatchedReader(std::move(readers), bo, mode));
-    handles.push_back(b);
+    Handle handle;
+    if (serialized) {
+      handle.serialized =
+          std::make_unique<SerializedBatches>(std::move(readers));
+    } else {
+      RANGEIO_ASSIGN_OR_RETURN(handle.batched,
+                               BatchedReader::Open(std::move(readers), bo));
+    }
+    handles.push_back(std::move(handle));
   }
   Outcome out;
   std::mutex mu;
@@ -245,7 +268,7 @@ Result<Outcome> RunLibrary(Layout layout, detail::BatchMode mode,
         const Pick p = PickFor(layout, t, rng);
         const auto s = Clock::now();
         Result<Slice> r =
-            handles[p.handle]->Read(p.source, {p.offset, kBlobBytes});
+            handles[p.handle].Read(p.source, {p.offset, kBlobBytes});
         lat.push_back(NanosSince(s));
         if (!r.ok() || !Check(r->data(), r->size(), p.blob)) ++wrong;
       }
@@ -258,9 +281,9 @@ Result<Outcome> RunLibrary(Layout layout, detail::BatchMode mode,
   out.elapsed_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   out.reads = static_cast<uint64_t>(kCallers) * kReadsPerCaller;
-  for (const std::shared_ptr<BatchedReader>& h : handles) {
-    for (size_t i = 0; i < h->source_count(); ++i) {
-      const Stats st = h->reader(i).GetStats();
+  for (const Handle& h : handles) {
+    for (size_t i = 0; i < h.source_count(); ++i) {
+      const Stats st = h.reader(i).GetStats();
       out.physical_bytes += st.physical_bytes;
       out.logical_bytes += st.logical_bytes;
     }
@@ -393,10 +416,7 @@ Result<Report> RunBlob(const BenchOptions& options) {
     Cell& c = cells[k];
     Result<Outcome> o =
         c.mode == 2 ? RunDirect(c.layout, objects)
-                    : RunLibrary(c.layout,
-                                 c.mode == 0 ? detail::BatchMode::kSerialized
-                                             : detail::BatchMode::kDispatched,
-                                 objects);
+                    : RunLibrary(c.layout, /*serialized=*/c.mode == 0, objects);
     if (!o.ok()) {
       failure = o.status();
       return;

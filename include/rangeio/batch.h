@@ -4,36 +4,36 @@
 // Blob stores, media files and row lookups reach a reader as many threads
 // each asking for a few ranges at once. A BatchedReader is the thread-safe
 // handle they share. It spans one source or several (objects: one per blob,
-// or the files of a dataset), as one batching scheduler: requests
-// (source, range) that arrive while earlier ones are being dispatched queue
-// up, and the next free dispatcher drains all of them as one batch. The
-// batch is planned per source (the planner coalesces across callers within
-// each object, never across objects), and every source's reads start at
-// once; the dispatcher then hands results back as they complete, whichever
-// source they come from. A drained batch goes out at once: it never waits
-// for an earlier batch's I/O, nor for more requests to arrive (a request
-// that finds a dispatcher idle goes out immediately). I/O concurrency and
-// byte backpressure come only from the Readers' Limiter(s); sources that
+// or the files of a dataset), as one batching scheduler: a request
+// (source, range) that finds no batch being started and fewer than
+// max_batches in progress starts a batch at once, on the caller's thread;
+// requests that arrive meanwhile queue up and go out together as the next
+// batch, as soon as one may start. A batch is planned per source (the
+// planner coalesces across callers within each object, never across
+// objects), every source's reads start at once, and results go back as they
+// complete, whichever source they come from. A batch never waits for an
+// earlier batch's I/O, only for a place among max_batches; I/O concurrency
+// and byte backpressure come from the Readers' Limiter(s); sources that
 // should share a budget share one.
 //
 // Blobs packed into one object are read through BlobHandles, logical slices
 // of the object that share the handle's batching. An error reaches only the
-// callers whose ranges it affects: when a source's stream in a batch fails,
-// that source's undelivered ranges are read again one by one (the other
-// sources' streams go on), and each caller gets its own result.
+// callers whose ranges it affects: a batch's streams have per-range errors
+// (ReadOptions::per_range_errors), so a failed coalesced read is read again
+// range by range in the core, and each caller gets its own result.
 //
 // The one-source calls (Read(range), Blob(offset, size), size(), reader())
 // are those of source 0: a BatchedReader opened on one Reader is the
 // single-object handle.
 //
-// When a dispatcher is idle, the calling thread takes the batch (its own
-// request and any queued with it) and starts its reads itself, without
-// blocking: the I/O does not wait for a dispatcher to wake up. Callbacks
-// run on a dispatcher thread; they must not block for long (a blocking
-// Read() is a callback that fulfils a promise).
+// No thread of its own: callbacks run on the thread that completes the read
+// (a backend's; the caller's for an inline read or a request refused before
+// any I/O), as push delivery does (range_stream.h); they must not block (a
+// blocking Read() is a callback that fulfils a promise).
 //
 // Thread-safety: BatchedReader and BlobHandle are thread-safe. Destroying the
-// last handle waits for the batches in progress to finish.
+// last handle waits for the requests in progress to complete, except inside
+// one of its callbacks, where it cannot.
 #pragma once
 
 #include <cstddef>
@@ -44,18 +44,19 @@
 #include <vector>
 
 #include "rangeio/byte_range.h"
+#include "rangeio/export.h"
 #include "rangeio/reader.h"
 #include "rangeio/slice.h"
 #include "rangeio/status.h"
 
 namespace rangeio {
 
-struct BatchOptions {
-  // Dispatcher threads, each reading one batch at a time: the most batches
-  // in progress at once. 0 means the sum of io_concurrency over the
-  // sources' distinct limiters (at most 4096): a batch holds at least one
-  // read in flight, so more batches could not all progress. Valid 0..4096.
-  uint32_t max_dispatchers = 0;
+struct RANGEIO_EXPORT BatchOptions {
+  // Batches in progress at once; requests wait for one to end past that.
+  // 0 means the sum of io_concurrency over the sources' distinct limiters
+  // (at most 4096): a batch holds at least one read in flight, so more
+  // could not all progress. Valid 0..4096.
+  uint32_t max_batches = 0;
   // Most requests in one batch; the rest wait for the next one. Valid
   // 1..1,048,576. 4096: plans stay a few hundred microseconds long.
   uint32_t max_batch_requests = 4096;
@@ -64,12 +65,11 @@ struct BatchOptions {
 };
 
 struct BatchStats {
-  uint64_t requests = 0;        // ranges asked for
-  uint64_t batches = 0;         // batches dispatched
-  uint64_t largest_batch = 0;   // requests in the largest batch
-  uint64_t most_sources = 0;    // sources in the batch that spanned most
-  uint64_t retried_singly = 0;  // ranges re-read alone after a stream failed
-  uint64_t rejected = 0;        // requests refused before any I/O
+  uint64_t requests = 0;       // ranges asked for
+  uint64_t batches = 0;        // batches started
+  uint64_t largest_batch = 0;  // requests in the largest batch
+  uint64_t most_sources = 0;   // sources in the batch that spanned most
+  uint64_t rejected = 0;       // requests refused before any I/O
 };
 
 class BatchedReader;
@@ -77,7 +77,7 @@ class BatchedReader;
 // A blob packed inside one of a BatchedReader's objects: [offset,
 // offset + size) of source `source()`. Ranges are relative to the blob.
 // Copyable; shares the handle's batching.
-class BlobHandle {
+class RANGEIO_EXPORT BlobHandle {
  public:
   size_t source() const { return source_; }
   uint64_t offset() const { return offset_; }
@@ -100,7 +100,8 @@ class BlobHandle {
   uint64_t size_;
 };
 
-class BatchedReader : public std::enable_shared_from_this<BatchedReader> {
+class RANGEIO_EXPORT BatchedReader
+    : public std::enable_shared_from_this<BatchedReader> {
  public:
   // Batches reads of `reader`'s source through `reader` (its limiter, stats
   // and planner). Fails on invalid options or when the size is unknown.
@@ -118,8 +119,9 @@ class BatchedReader : public std::enable_shared_from_this<BatchedReader> {
   // once, with no I/O.
   Result<Slice> Read(size_t source, ByteRange range);
   Result<Slice> Read(ByteRange range) { return Read(0, range); }
-  // Calls `done` exactly once with the bytes or the error, on a dispatcher
-  // thread (or on this thread, for a request refused before any I/O).
+  // Calls `done` exactly once with the bytes or the error, on the thread
+  // that completes the read (this one for an inline read, or for a request
+  // refused before any I/O).
   virtual void ReadAsync(size_t source, ByteRange range,
                          std::function<void(Result<Slice>)> done) = 0;
   void ReadAsync(ByteRange range, std::function<void(Result<Slice>)> done) {

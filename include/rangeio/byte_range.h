@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -36,5 +37,19 @@ struct ByteRange {
 
   friend bool operator==(const ByteRange&, const ByteRange&) = default;
 };
+
+// Checks a request against a source of `size` bytes named `source`, before
+// any I/O: the first bad range fails, in one message format,
+//   "range 3 [4096, 8192) of 'name': ends past its size 5000",
+// InvalidArgument when offset + length overflows 64 bits, OutOfRange when
+// the range ends past `size`, ResourceExhausted when it is longer than one
+// buffer can hold on this machine. Every reader, batch and binding checks
+// its ranges with it.
+Status CheckRanges(std::span<const ByteRange> ranges, uint64_t size,
+                   std::string_view source);
+// The same for one range, named without an index ("range [4096, 8192) of
+// ...").
+Status CheckRange(const ByteRange& range, uint64_t size,
+                  std::string_view source);
 
 }  // namespace rangeio

@@ -11,6 +11,7 @@
 #include "rangeio/open_source.h"    // IWYU pragma: export
 #include "rangeio/options.h"        // IWYU pragma: export
 #include "rangeio/planner.h"        // IWYU pragma: export
+#include "rangeio/range_stream.h"   // IWYU pragma: export
 #include "rangeio/reader.h"         // IWYU pragma: export
 #include "rangeio/sim.h"            // IWYU pragma: export
 #include "rangeio/slice.h"          // IWYU pragma: export

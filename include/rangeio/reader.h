@@ -1,28 +1,21 @@
-// rangeio/reader.h — many range reads from one source, streamed back.
+// rangeio/reader.h — many range reads from one source.
 //
 // A Reader is a handle on one Source plus the Limiter it draws permits from.
-// ReadRanges() validates every range before any I/O and returns a
-// RangeStream; the stream admits reads as permits allow (a completion admits
-// the next read at once: a rolling window, no barrier) and hands results back
-// through Next(), in request order or in completion order.
-//
-// Memory is bounded by the limiter's response budget, which a result holds
-// from the moment its read is admitted until the caller releases the Slice it
-// was handed (and every copy of it). A stream holds O(1) admission state plus
-// at most one slot per retained response: never one waiter per range.
+// Every read validates its ranges before any I/O (one message format:
+// CheckRanges in byte_range.h) and plans them (coalescing, splitting;
+// planner.h). The common case is one call:
 //
 //   auto reader = Reader::Open(source, options);
-//   auto stream = reader->ReadRanges(ranges, Delivery::kAsCompleted);
-//   while (true) {
-//     auto next = stream->Next();          // Result<std::optional<...>>
-//     if (!next.ok()) return next.status();  // names the failed range
-//     if (!*next) break;                     // every range delivered
-//     Use((*next)->index, (*next)->bytes);   // bytes released at scope end
-//   }
+//   auto bytes = reader->ReadAll(ranges);  // every range's Slice, in order
 //
-// Thread-safety: Reader is thread-safe (const methods and ReadRanges may be
-// called concurrently). A RangeStream is used by one thread at a time; the
-// Slices it returns may go to any thread.
+// ReadInto copies into the caller's buffers instead, and ReadRanges streams
+// results as they complete (rangeio/range_stream.h), by Next() or by
+// callback, within memory bounded by the limiter's response budget: a
+// stream holds O(1) admission state plus at most one slot per retained
+// response, never one waiter per range.
+//
+// Thread-safety: Reader is thread-safe (every method may be called
+// concurrently); see range_stream.h for a stream's.
 #pragma once
 
 #include <cstddef>
@@ -33,9 +26,11 @@
 #include <vector>
 
 #include "rangeio/byte_range.h"
+#include "rangeio/export.h"
 #include "rangeio/limiter.h"
 #include "rangeio/open_source.h"
 #include "rangeio/options.h"
+#include "rangeio/range_stream.h"
 #include "rangeio/slice.h"
 #include "rangeio/source.h"
 #include "rangeio/stats.h"
@@ -44,69 +39,12 @@
 namespace rangeio {
 
 namespace detail {
-class StreamBase;
 class StatsRecorder;
 class HedgePolicy;
 struct ReaderAccess;
-struct StreamAccess;
 }  // namespace detail
 
-enum class Delivery {
-  kOrdered,      // results in the order of the requested ranges
-  kAsCompleted,  // results as their reads complete
-};
-
-// How a stream's reads queue in its limiter against other streams'.
-enum class Priority {
-  kNormal,
-  // Admitted before every waiting kNormal stream (still within the limiter's
-  // permits and budgets): a read its caller blocks on now, such as a cache
-  // miss, does not queue behind prefetches already waiting.
-  kHigh,
-};
-
-struct RangeResult {
-  size_t index = 0;  // position of the range in the ReadRanges request
-  Slice bytes;       // exactly the range's bytes; holds response budget
-};
-
-class RangeStream {
- public:
-  RangeStream(RangeStream&&) noexcept;
-  RangeStream& operator=(RangeStream&&) noexcept;
-  RangeStream(const RangeStream&) = delete;
-  RangeStream& operator=(const RangeStream&) = delete;
-  // Cancels what is not yet delivered (see Cancel).
-  ~RangeStream();
-
-  // Blocks until the next result. Returns std::nullopt once every range has
-  // been delivered. A failed read ends the stream: Next() returns its error
-  // (naming source and range) in the position the result would have had,
-  // the stream's other work is cancelled, and every later call returns the
-  // same error. If this stream cannot be admitted while no read is in flight
-  // anywhere on its limiter (the budget is all held by results already read:
-  // slices the caller keeps, or undelivered results of other streams that
-  // share the limiter, as when one thread merges many streams), only
-  // consumers can unblock it: Next() waits response_stall_timeout for that
-  // and then fails with ResourceExhausted rather than hang.
-  Result<std::optional<RangeResult>> Next();
-
-  // Drops queued reads, releases the budget of undelivered results and
-  // returns every permit (reads already in flight return theirs when they
-  // complete). Later Next() calls return Cancelled. Idempotent.
-  void Cancel();
-
-  // Number of ranges requested.
-  size_t size() const;
-
- private:
-  friend struct detail::ReaderAccess;  // Reader::ReadRanges (src/)
-  friend struct detail::StreamAccess;  // polling, for batches (src/)
-  explicit RangeStream(std::shared_ptr<detail::StreamBase> state);
-  std::shared_ptr<detail::StreamBase> state_;
-};
-
-class Reader {
+class RANGEIO_EXPORT Reader {
  public:
   // A reader on `source` with a limiter of its own built from `options`.
   // With `limiter` set, the reader shares it instead: its bounds apply, and
@@ -130,9 +68,30 @@ class Reader {
   // Another reader of the same source sharing the same limiter and stats.
   Reader Clone() const;
 
-  // Validates every range (overflow, past the end of the source) before any
-  // I/O, then starts reading. A zero-length range yields empty bytes.
-  // `priority` orders this stream's admission against other waiting streams.
+  // Every range's bytes, in request order: the one call for the common
+  // case. Fails before any I/O when the ranges' reads could not all be held
+  // in the response budget at once (use ReadInto or ReadRanges, or raise
+  // it); otherwise with the first failed range's error. The Slices hold
+  // budget until released, as a stream's.
+  Result<std::vector<Slice>> ReadAll(
+      std::span<const ByteRange> ranges,
+      Priority priority = Priority::kNormal) const;
+
+  // Copies range i into buffers[i] (exactly ranges[i].length bytes, checked
+  // before any I/O), as reads complete; the budget is released range by
+  // range, so any number of ranges fits. The first failed range's error.
+  Status ReadInto(std::span<const ByteRange> ranges,
+                  std::span<const std::span<std::byte>> buffers,
+                  Priority priority = Priority::kNormal) const;
+
+  // One range's bytes.
+  Result<Slice> Read(ByteRange range,
+                     Priority priority = Priority::kNormal) const;
+
+  // Validates every range before any I/O, then starts reading them. A
+  // zero-length range yields empty bytes.
+  Result<RangeStream> ReadRanges(std::span<const ByteRange> ranges,
+                                 const ReadOptions& options) const;
   Result<RangeStream> ReadRanges(std::span<const ByteRange> ranges,
                                  Delivery delivery = Delivery::kOrdered,
                                  Priority priority = Priority::kNormal) const;

@@ -60,6 +60,9 @@ struct Stats {
   // ended by an error); queued reads that were never admitted are not counted.
   uint64_t reads_cancelled = 0;
   LatencyHistogram read_latency;  // submit to completion, per backend read
+  // Ranges read again alone because the read they shared with others
+  // failed (ReadOptions::per_range_errors).
+  uint64_t ranges_retried = 0;
 
   // Hedged reads (Options::hedge; the backend reads above count each
   // hedged read once, as the stream saw it): second copies issued of reads

@@ -129,12 +129,12 @@ class BatchedReader:
     (coalesced per object, read at once). `readers` is a Reader or a list of
     them (source i is readers[i]). Thread-safe."""
 
-    def __init__(self, readers, *, max_dispatchers=0,
+    def __init__(self, readers, *, max_batches=0,
                  max_batch_requests=4096):
         if isinstance(readers, Reader):
             readers = [readers]
         self._native = _rangeio._BatchedReader(
-            list(readers), max_dispatchers, max_batch_requests)
+            list(readers), max_batches, max_batch_requests)
 
     def read(self, offset, length, source=0):
         """The range's bytes as a read-only memoryview (blocks, GIL

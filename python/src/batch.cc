@@ -156,10 +156,10 @@ class BatchIterator {
 };
 
 BatchedReaderHolder OpenBatched(std::vector<Reader> readers,
-                                uint32_t max_dispatchers,
+                                uint32_t max_batches,
                                 uint32_t max_batch_requests) {
   BatchOptions o;
-  o.max_dispatchers = max_dispatchers;
+  o.max_batches = max_batches;
   o.max_batch_requests = max_batch_requests;
   std::optional<Result<std::shared_ptr<BatchedReader>>> batched;
   {
@@ -219,7 +219,6 @@ py::dict BatchStatsDict(const BatchStats& s) {
   d["batches"] = s.batches;
   d["largest_batch"] = s.largest_batch;
   d["most_sources"] = s.most_sources;
-  d["retried_singly"] = s.retried_singly;
   d["rejected"] = s.rejected;
   return d;
 }
@@ -241,7 +240,7 @@ void BindBatch(py::module_& m) {
       .def("read_many", &ReadMany, py::arg("ranges"), py::arg("window"),
            py::arg("source"))
       .def(py::init(&OpenBatched), py::arg("readers"),
-           py::arg("max_dispatchers"), py::arg("max_batch_requests"))
+           py::arg("max_batches"), py::arg("max_batch_requests"))
       .def("read", &Read, py::arg("offset"), py::arg("length"),
            py::arg("source"))
       .def("read_async", &ReadAsync, py::arg("id"), py::arg("offset"),

@@ -1,7 +1,9 @@
 #include "rangeio/byte_range.h"
 
+#include <optional>
 #include <string>
 
+#include "util/buffer_pool.h"
 #include "util/parse_text.h"
 
 namespace rangeio {
@@ -35,6 +37,49 @@ Status ByteRange::CheckWithin(uint64_t size, std::string_view source) const {
   return Status::OutOfRange("range " + ToString() + " of '" +
                             std::string(source) + "' ends past its size " +
                             std::to_string(size));
+}
+
+namespace {
+
+// One range's check; `index` (when set) names it within its request.
+Status CheckOne(const ByteRange& r, std::optional<size_t> index, uint64_t size,
+                std::string_view source) {
+  const std::string what =
+      "range " + (index ? std::to_string(*index) + " " : std::string());
+  const std::string of = " of '" + std::string(source) + "': ";
+  if (r.length > UINT64_MAX - r.offset) {
+    return Status::InvalidArgument(
+        what + "(offset " + std::to_string(r.offset) + ", length " +
+        std::to_string(r.length) + ")" + of + "offset + length overflows 64 bits");
+  }
+  if (r.end() > size) {
+    return Status::OutOfRange(what + r.ToString() + of +
+                              "ends past its size " + std::to_string(size));
+  }
+  const uint64_t max_bytes = detail::MaxBufferBytes();
+  if (r.length > max_bytes) {
+    return Status::ResourceExhausted(
+        what + r.ToString() + of + "is " + std::to_string(r.length) +
+        " bytes, more than one buffer can hold on this machine (" +
+        std::to_string(max_bytes) +
+        " bytes, its physical memory): split it into smaller ranges");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status CheckRanges(std::span<const ByteRange> ranges, uint64_t size,
+                   std::string_view source) {
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    RANGEIO_RETURN_NOT_OK(CheckOne(ranges[i], i, size, source));
+  }
+  return Status::OK();
+}
+
+Status CheckRange(const ByteRange& range, uint64_t size,
+                  std::string_view source) {
+  return CheckOne(range, std::nullopt, size, source);
 }
 
 std::string ByteRange::ToString() const {

@@ -1,23 +1,19 @@
 // reader.cc — the public facade: RangeStream forwards to the stream behind
-// it (src/stream/), Reader validates a request and starts that stream.
+// it (src/stream/), Reader opens, starts streams (stream_builder.h) and
+// drains them for the one-call forms.
 #include "rangeio/reader.h"
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "util/buffer_pool.h"
 #include "limiter/limiter_core.h"
-#include "rangeio/local_file.h"
-#include "rangeio/planner.h"
-#include "util/stats_recorder.h"
-#include "stream/plan_map.h"
-#include "stream/planned_stream.h"
-#include "stream/scheduler.h"
-#include "stream/stream_base.h"
-#include "stream/waker.h"
 #include "stream/hedge_policy.h"
+#include "stream/stream_base.h"
+#include "stream/stream_builder.h"
+#include "util/stats_recorder.h"
 
 namespace rangeio {
 
@@ -35,22 +31,8 @@ RangeStream::~RangeStream() { Cancel(); }
 
 Result<std::optional<RangeResult>> RangeStream::Next() {
   if (!state_) return Status::Cancelled("stream was moved from");
-  return state_->Next();
+  return state_->Poll(nullptr);
 }
-
-namespace detail {
-
-void StreamAccess::SetWaker(RangeStream& stream, std::shared_ptr<Waker> waker) {
-  if (stream.state_) stream.state_->SetWaker(std::move(waker));
-}
-
-Result<std::optional<RangeResult>> StreamAccess::Poll(RangeStream& stream,
-                                                      bool* pending) {
-  if (!stream.state_) return Status::Cancelled("stream was moved from");
-  return stream.state_->Poll(pending);
-}
-
-}  // namespace detail
 
 void RangeStream::Cancel() {
   if (state_) state_->Finish();
@@ -141,92 +123,90 @@ namespace detail {
 struct ReaderAccess {
   static Result<RangeStream> ReadRanges(const Reader& reader,
                                         std::span<const ByteRange> ranges,
-                                        Delivery delivery, Priority priority);
+                                        const ReadOptions& options,
+                                        bool whole) {
+    const ReaderParts parts{reader.source_,
+                            LimiterAccess::Core(*reader.limiter_),
+                            reader.stats_, &reader.options_, reader.hedge_};
+    RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<StreamBase> stream,
+                             StartStream(parts, ranges, options, whole));
+    return RangeStream(std::move(stream));
+  }
 };
-
-namespace {
-
-// Every range lies within the source (of `size` bytes), its end fits in
-// 64 bits, and it fits in memory: a range is read into one buffer, so one
-// longer than the machine's memory (a hostile server's size, a wrong size
-// hint) could only end in an allocation failure.
-Status CheckRanges(std::span<const ByteRange> ranges, uint64_t size,
-                   const std::string& name) {
-  const uint64_t max_bytes = MaxBufferBytes();
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    if (ranges[i].length > max_bytes) {
-      return Status::ResourceExhausted(
-          "range " + std::to_string(i) + " of '" + name + "' " +
-          ranges[i].ToString() + " is " + std::to_string(ranges[i].length) +
-          " bytes, more than one buffer can hold on this machine (" +
-          std::to_string(max_bytes) +
-          " bytes, its physical memory): split it into smaller ranges");
-    }
-    if (ranges[i].length > UINT64_MAX - ranges[i].offset) {
-      return Status::InvalidArgument(
-          "range " + std::to_string(i) + " of '" + name + "': offset " +
-          std::to_string(ranges[i].offset) + " + length " +
-          std::to_string(ranges[i].length) + " overflows 64 bits");
-    }
-    Status st = ranges[i].CheckWithin(size, name);
-    if (!st.ok()) {
-      return st.WithContext("request index " + std::to_string(i));
-    }
-  }
-  return Status::OK();
-}
-
-}  // namespace
-
-Result<RangeStream> ReaderAccess::ReadRanges(const Reader& reader,
-                                             std::span<const ByteRange> ranges,
-                                             Delivery delivery,
-                                             Priority priority) {
-  const std::shared_ptr<Source>& source = reader.source_;
-  RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, source->Size());
-  RANGEIO_RETURN_NOT_OK(CheckRanges(ranges, size, source->name()));
-  const PlannerOptions planner = reader.options_.planner
-                                     ? *reader.options_.planner
-                                     : source->Info().planner;
-  const std::shared_ptr<LimiterCore>& core =
-      LimiterAccess::Core(*reader.limiter_);
-  // Ranges the source holds in memory are handed out with no read at all.
-  std::vector<std::optional<Slice>> hits;
-  const size_t n_hits = source->ReadCached(ranges, &hits);
-  if (n_hits == 0 && !planner.coalesce &&
-      planner.split_bytes == PlannerOptions::kNoSplit) {
-    // Nothing to plan: each range is one read, as requested.
-    auto state = std::make_shared<Scheduler>(
-        source, core, reader.stats_,
-        std::vector<ByteRange>(ranges.begin(), ranges.end()), delivery,
-        reader.options_, reader.hedge_);
-    state->SetHighPriority(priority == Priority::kHigh);
-    state->Start();
-    return RangeStream(std::move(state));
-  }
-  RANGEIO_ASSIGN_OR_RETURN(
-      std::shared_ptr<const PlanMap> map,
-      MakePlanMap(ranges, hits, planner, delivery, core->budget_count(),
-                  core->budget_bytes(), source->name()));
-  std::vector<ByteRange> reads;
-  reads.reserve(map->plan.reads.size());
-  for (const PhysicalRead& r : map->plan.reads) reads.push_back(r.range());
-  auto physical = std::make_shared<Scheduler>(
-      source, core, reader.stats_, std::move(reads), delivery, reader.options_,
-      reader.hedge_, [map](uint64_t p) { return map->Describe(p); });
-  physical->SetHighPriority(priority == Priority::kHigh);
-  auto planned = std::make_shared<PlannedStream>(map, std::move(hits), delivery,
-                                                 reader.stats_, core);
-  planned->Start(std::move(physical));
-  return RangeStream(std::move(planned));
-}
 
 }  // namespace detail
 
 Result<RangeStream> Reader::ReadRanges(std::span<const ByteRange> ranges,
+                                       const ReadOptions& options) const {
+  return detail::ReaderAccess::ReadRanges(*this, ranges, options, false);
+}
+
+Result<RangeStream> Reader::ReadRanges(std::span<const ByteRange> ranges,
                                        Delivery delivery,
                                        Priority priority) const {
-  return detail::ReaderAccess::ReadRanges(*this, ranges, delivery, priority);
+  ReadOptions o;
+  o.delivery = delivery;
+  o.priority = priority;
+  return ReadRanges(ranges, o);
+}
+
+// The one drain loop: every result of `ranges`, as they complete, to
+// `take(index, bytes)`; the first error ends it.
+template <typename Take>
+Status Drain(const Reader& reader, std::span<const ByteRange> ranges,
+             Priority priority, bool whole, Take take) {
+  ReadOptions o;
+  o.delivery = Delivery::kAsCompleted;
+  o.priority = priority;
+  RANGEIO_ASSIGN_OR_RETURN(
+      RangeStream stream,
+      detail::ReaderAccess::ReadRanges(reader, ranges, o, whole));
+  for (;;) {
+    RANGEIO_ASSIGN_OR_RETURN(std::optional<RangeResult> r, stream.Next());
+    if (!r) return Status::OK();
+    take(r->index, std::move(r->bytes));
+  }
+}
+
+Result<std::vector<Slice>> Reader::ReadAll(std::span<const ByteRange> ranges,
+                                           Priority priority) const {
+  std::vector<Slice> out(ranges.size());
+  RANGEIO_RETURN_NOT_OK(Drain(*this, ranges, priority, true,
+                              [&out](size_t i, Slice bytes) {
+                                out[i] = std::move(bytes);
+                              }));
+  return out;
+}
+
+Status Reader::ReadInto(std::span<const ByteRange> ranges,
+                        std::span<const std::span<std::byte>> buffers,
+                        Priority priority) const {
+  if (buffers.size() != ranges.size()) {
+    return Status::InvalidArgument(
+        "ReadInto of '" + source_->name() + "': " +
+        std::to_string(ranges.size()) + " ranges but " +
+        std::to_string(buffers.size()) + " buffers");
+  }
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (buffers[i].size() != ranges[i].length) {
+      return Status::InvalidArgument(
+          "ReadInto of '" + source_->name() + "': buffer " +
+          std::to_string(i) + " holds " + std::to_string(buffers[i].size()) +
+          " bytes for range " + std::to_string(i) + " of " +
+          std::to_string(ranges[i].length));
+    }
+  }
+  return Drain(*this, ranges, priority, false, [&](size_t i, Slice bytes) {
+    if (!bytes.empty()) {
+      std::memcpy(buffers[i].data(), bytes.data(), bytes.size());
+    }
+  });
+}
+
+Result<Slice> Reader::Read(ByteRange range, Priority priority) const {
+  RANGEIO_ASSIGN_OR_RETURN(std::vector<Slice> out,
+                           ReadAll({&range, 1}, priority));
+  return std::move(out[0]);
 }
 
 Stats Reader::GetStats() const { return stats_->Snapshot(); }

@@ -67,6 +67,7 @@ std::string Stats::ToString() const {
     << "\nread_latency_p50_us " << us(read_latency.Percentile(0.5))
     << "\nread_latency_p99_us " << us(read_latency.Percentile(0.99))
     << "\nread_latency_max_us " << us(read_latency.max_nanos())
+    << "\nranges_retried " << ranges_retried
     << "\nhedges_issued " << hedges_issued << "\nhedges_won " << hedges_won
     << "\nhedged_bytes " << hedged_bytes << "\nin_flight " << in_flight
     << "\npeak_in_flight " << peak_in_flight << "\nretained_count "

@@ -125,6 +125,10 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
   void ReturnUnused(uint64_t bytes) EXCLUDES(mu_);
   void RecordDelivered(uint64_t ranges, uint64_t bytes, uint64_t cancelled)
       EXCLUDES(mu_);
+  void RecordRetried(uint64_t ranges) EXCLUDES(mu_) {
+    MutexLock lk(mu_);
+    stats_.ranges_retried += ranges;
+  }
 
   // A hedge (the scheduler's, scheduler_hedge.cc) takes one of the
   // hedge_reserve permits, which also stands for its response of `bytes`,

@@ -62,6 +62,47 @@ bool SplitsFit(const Plan& plan, uint64_t budget_count, uint64_t budget_bytes) {
   return true;
 }
 
+// Puts the reads in the order of the first range each serves. The parts of
+// a split range are consecutive reads that Plan::Parts walks, so each run
+// of parts linked by a range spanning them moves as one block.
+void OrderByRequest(Plan* plan) {
+  const size_t n = plan->reads.size();
+  std::vector<uint64_t> first(n, UINT64_MAX);  // first range of each read
+  std::vector<bool> linked(n, false);          // read p and p + 1: one block
+  for (size_t i = 0; i < plan->locations.size(); ++i) {
+    const RangeLocation& loc = plan->locations[i];
+    for (size_t p = loc.read; p < loc.read + loc.read_count; ++p) {
+      first[p] = std::min<uint64_t>(first[p], i);
+      if (p + 1 < loc.read + loc.read_count) linked[p] = true;
+    }
+  }
+  struct Block {
+    uint64_t key;
+    size_t begin, end;
+  };
+  std::vector<Block> blocks;
+  for (size_t p = 0; p < n; ++p) {
+    if (p == 0 || !linked[p - 1]) blocks.push_back({UINT64_MAX, p, p});
+    blocks.back().key = std::min(blocks.back().key, first[p]);
+    blocks.back().end = p + 1;
+  }
+  std::stable_sort(blocks.begin(), blocks.end(),
+                   [](const Block& a, const Block& b) { return a.key < b.key; });
+  std::vector<PhysicalRead> reads;
+  std::vector<size_t> moved_to(n);
+  reads.reserve(n);
+  for (const Block& b : blocks) {
+    for (size_t p = b.begin; p < b.end; ++p) {
+      moved_to[p] = reads.size();
+      reads.push_back(plan->reads[p]);
+    }
+  }
+  plan->reads = std::move(reads);
+  for (RangeLocation& loc : plan->locations) {
+    if (loc.read_count != 0) loc.read = moved_to[loc.read];
+  }
+}
+
 }  // namespace
 
 void PlanMap::Index() {
@@ -103,8 +144,8 @@ std::string PlanMap::Describe(uint64_t p) const {
 Result<std::shared_ptr<const PlanMap>> MakePlanMap(
     std::span<const ByteRange> ranges,
     const std::vector<std::optional<Slice>>& hits, PlannerOptions o,
-    Delivery delivery, uint64_t budget_count, uint64_t budget_bytes,
-    const std::string& name) {
+    Delivery delivery, IssueOrder order, uint64_t budget_count,
+    uint64_t budget_bytes, const std::string& name) {
   // A coalesced read or a split part larger than the byte budget would be
   // admitted alone and exceed it; only a requested range may do that.
   o.max_merged_bytes = std::min(o.max_merged_bytes, budget_bytes);
@@ -136,6 +177,7 @@ Result<std::shared_ptr<const PlanMap>> MakePlanMap(
     }
     map->plan.locations = std::move(all);
   }
+  if (order == IssueOrder::kRequest) OrderByRequest(&map->plan);
   map->ranges.assign(ranges.begin(), ranges.end());
   map->source_name = name;
   map->Index();

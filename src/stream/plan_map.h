@@ -39,11 +39,13 @@ struct PlanMap {
 // Plans `ranges` for a stream on a limiter with the given response budget.
 // `hits` (empty, or one entry per range) marks the ranges served from
 // memory: they get no read, and the plan covers the others. `name` is the
-// source's, for error messages.
+// source's, for error messages. With IssueOrder::kRequest the plan's reads
+// are put in the order of the first requested range each serves (the parts
+// of a split range staying together, in file order).
 Result<std::shared_ptr<const PlanMap>> MakePlanMap(
     std::span<const ByteRange> ranges,
     const std::vector<std::optional<Slice>>& hits, PlannerOptions o,
-    Delivery delivery, uint64_t budget_count, uint64_t budget_bytes,
-    const std::string& name);
+    Delivery delivery, IssueOrder order, uint64_t budget_count,
+    uint64_t budget_bytes, const std::string& name);
 
 }  // namespace rangeio::detail

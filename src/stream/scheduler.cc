@@ -33,21 +33,20 @@ class GrantScope {
 Scheduler::Scheduler(std::shared_ptr<Source> source,
                      std::shared_ptr<LimiterCore> limiter,
                      std::shared_ptr<StatsRecorder> stats,
-                     std::vector<ByteRange> ranges, Delivery delivery,
-                     const ReaderOptions& options,
-                     std::shared_ptr<HedgePolicy> hedge,
-                     std::function<std::string(uint64_t)> describe)
+                     std::vector<ByteRange> ranges, SchedulerConfig config)
     : PermitClient(ranges.size()),
       source_(std::move(source)),
       limiter_(std::move(limiter)),
       stats_(std::move(stats)),
       ranges_(std::move(ranges)),
-      delivery_(delivery),
-      hedge_(std::move(hedge)),
-      stall_timeout_(options.response_stall_timeout),
-      describe_(std::move(describe)),
+      delivery_(config.delivery),
+      per_range_errors_(config.per_range_errors),
+      hedge_(std::move(config.hedge)),
+      stall_timeout_(config.stall_timeout),
+      describe_(std::move(config.describe)),
       record_deliveries_(describe_ == nullptr),
       slots_(std::min<uint64_t>(ranges_.size(), limiter_->budget_count())) {
+  SetHighPriority(config.priority == Priority::kHigh);
   if (delivery_ == Delivery::kAsCompleted) {
     free_slots_.reserve(slots_.size());
     for (size_t i = slots_.size(); i > 0; --i) free_slots_.push_back(i - 1);
@@ -63,9 +62,14 @@ void Scheduler::Start() {
   limiter_->Extend(shared_from_this(), ranges_.size());
 }
 
-void Scheduler::SetWaker(std::shared_ptr<Waker> waker) {
+void Scheduler::SetListener(std::shared_ptr<StreamListener> listener) {
   MutexLock lk(mu_);
-  waker_ = std::move(waker);
+  listener_ = std::move(listener);
+}
+
+// Tells the listener (copied under mu_) of a change, with mu_ released.
+void Scheduler::NotifyListener(std::shared_ptr<StreamListener> listener) {
+  if (listener) listener->OnStreamChange();
 }
 
 // --- Admission ---
@@ -83,6 +87,12 @@ void Scheduler::OnGrant(uint64_t first, uint64_t n) {
       for (uint64_t i = first; i < first + n; ++i) {
         limiter_->ReturnUnused(ranges_[i].length);
       }
+      std::shared_ptr<StreamListener> listener;
+      {
+        MutexLock lk(mu_);
+        listener = listener_;
+      }
+      NotifyListener(std::move(listener));
       return;
     }
     for (uint64_t j = 0; j < k; ++j) reads[j] = {ranges_[first + j], tags[j]};
@@ -225,6 +235,7 @@ void Scheduler::CompleteReads(std::span<ReadCompletion> done) {
   for (ReadCompletion& d : done) CheckLength(d);
   const bool inline_done = tls_granting == this;
   Settled settled;
+  std::shared_ptr<StreamListener> listener;
   {
     MutexLock lk(mu_, MutexLock::Spin::kYes);
     for (ReadCompletion& d : done) {
@@ -235,8 +246,10 @@ void Scheduler::CompleteReads(std::span<ReadCompletion> done) {
     }
     AfterCompletionsLocked(inline_done);
     keepalive = HoldSelfLocked(inline_done);
+    if (listener_ && settled.reads > 0) listener = listener_;
   }
   FinishSettling(settled);
+  NotifyListener(std::move(listener));
 }
 
 // What a batch's settling left, without mu_: the permits go back (they may
@@ -320,7 +333,7 @@ void Scheduler::FileCompletionLocked(ReadCompletion& done, uint64_t latency_ns,
   } else {
     s.error = std::make_unique<Status>(
         done.bytes.status().WithContext(RangeContext(s.index)));
-    if (!failed_) {
+    if (!failed_ && !per_range_errors_) {
       // Admit nothing more, before this read's permit comes back.
       failed_ = true;
       limiter_->Withdraw(this);
@@ -358,6 +371,7 @@ void Scheduler::Finish() {
   uint64_t dropped = 0;
   uint64_t dropped_bytes = 0;
   std::shared_ptr<Scheduler> self;  // the caller's RangeStream holds us
+  std::shared_ptr<StreamListener> listener;
   bool cancel_reads = false;
   {
     MutexLock lk(mu_);
@@ -381,7 +395,9 @@ void Scheduler::Finish() {
     FlushStatsLocked();
     ReleaseSelfIfDoneLocked(&self);
     ChangedLocked();
+    listener = std::move(listener_);  // no change comes after this one
   }
+  NotifyListener(std::move(listener));
   limiter_->Withdraw(this);
   // Reads in flight keep this stream alive (keepalive_) until they complete.
   if (cancel_reads) source_->Cancel(this, Source::kAllReads);
@@ -390,13 +406,12 @@ void Scheduler::Finish() {
 }
 
 // Something the consumer may wait for changed: bumps the counter its spin
-// watches and wakes its Waker, if any (its condition variable is the
-// caller's to signal). changes_ is written only under mu_, so a load and a
-// store do (no atomic read-modify-write on the per-read path).
+// watches (its condition variable and its listener are the caller's to
+// signal). changes_ is written only under mu_, so a load and a store do (no
+// atomic read-modify-write on the per-read path).
 void Scheduler::ChangedLocked() {
   changes_.store(changes_.load(std::memory_order_relaxed) + 1,
                  std::memory_order_release);
-  if (waker_) waker_->Notify();
 }
 
 // The stream keeps itself alive from Start() until it is done (finished, or

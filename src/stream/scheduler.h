@@ -40,25 +40,33 @@
 #include "util/stats_recorder.h"
 #include "stream/hedge_policy.h"
 #include "stream/stream_base.h"
-#include "stream/waker.h"
 
 namespace rangeio::detail {
+
+// How one Scheduler reads.
+struct SchedulerConfig {
+  Delivery delivery = Delivery::kOrdered;
+  Priority priority = Priority::kNormal;
+  std::chrono::milliseconds stall_timeout{10'000};
+  // A failed read is delivered as its range's error and the stream goes on
+  // (ReadOptions::per_range_errors); otherwise it ends the stream.
+  bool per_range_errors = false;
+  std::shared_ptr<HedgePolicy> hedge;  // null: no hedging
+  // Set for the physical reads of a PlannedStream: names a read by the
+  // requested ranges it serves; such a stream leaves counting deliveries
+  // (ranges and logical bytes) to the PlannedStream.
+  std::function<std::string(uint64_t)> describe;
+};
 
 class Scheduler final : public StreamBase,
                         public PermitClient,
                         public ReadSink,
                         public std::enable_shared_from_this<Scheduler> {
  public:
-  // `describe`, set for the physical reads of a PlannedStream, names a read
-  // by the requested ranges it serves; such a stream leaves counting
-  // deliveries (ranges and logical bytes) to the PlannedStream. `hedge`
-  // (null: no hedging) is the reader's hedge policy.
   Scheduler(std::shared_ptr<Source> source,
             std::shared_ptr<LimiterCore> limiter,
             std::shared_ptr<StatsRecorder> stats, std::vector<ByteRange> ranges,
-            Delivery delivery, const ReaderOptions& options,
-            std::shared_ptr<HedgePolicy> hedge = nullptr,
-            std::function<std::string(uint64_t)> describe = nullptr);
+            SchedulerConfig config);
 
   // Asks the limiter for the first window of reads.
   void Start() EXCLUDES(mu_);
@@ -72,9 +80,10 @@ class Scheduler final : public StreamBase,
   void OnReadsDone(std::span<ReadCompletion> done) override EXCLUDES(mu_);
 
   // StreamBase.
-  Result<std::optional<RangeResult>> Next() override { return Poll(nullptr); }
   Result<std::optional<RangeResult>> Poll(bool* pending) override EXCLUDES(mu_);
-  void SetWaker(std::shared_ptr<Waker> waker) override EXCLUDES(mu_);
+  void SetListener(std::shared_ptr<StreamListener> listener) override
+      EXCLUDES(mu_);
+  uint64_t RecheckAt() const override EXCLUDES(mu_);
   // Stops admission, drops undelivered results (their budget goes back) and
   // lets in-flight reads return their permits as they complete.
   void Finish() override EXCLUDES(mu_);
@@ -178,6 +187,7 @@ class Scheduler final : public StreamBase,
 
   // --- Completion ---
   void CompleteReads(std::span<ReadCompletion> done) EXCLUDES(mu_);
+  void NotifyListener(std::shared_ptr<StreamListener> listener);
   void CheckLength(ReadCompletion& done) const;
   // A slot's index, read without mu_ by the completion of its read.
   uint64_t InFlightIndex(uint64_t tag) const
@@ -199,6 +209,7 @@ class Scheduler final : public StreamBase,
   std::optional<uint64_t> ReadyTagLocked() REQUIRES(mu_);
   Taken TakeResultLocked(uint64_t tag) REQUIRES(mu_);
   uint64_t TakeErrorLocked(uint64_t tag) REQUIRES(mu_);
+  RawResult TakeRangeErrorLocked(uint64_t tag) REQUIRES(mu_);
   Result<std::optional<RawResult>> EndLocked() REQUIRES(mu_);
   RawResult MakeRaw(Taken taken);
 
@@ -235,6 +246,7 @@ class Scheduler final : public StreamBase,
   const std::shared_ptr<StatsRecorder> stats_;
   const std::vector<ByteRange> ranges_;
   const Delivery delivery_;
+  const bool per_range_errors_;
   const std::shared_ptr<HedgePolicy> hedge_;  // null: no hedging
   const std::chrono::milliseconds stall_timeout_;
   const std::function<std::string(uint64_t)> describe_;
@@ -262,7 +274,7 @@ class Scheduler final : public StreamBase,
   // Bumped (under mu_) by every change the consumer may be waiting for;
   // read without mu_ by its spin.
   std::atomic<uint64_t> changes_{0};
-  std::shared_ptr<Waker> waker_ GUARDED_BY(mu_);  // may be null
+  std::shared_ptr<StreamListener> listener_ GUARDED_BY(mu_);  // may be null
   // When a stalled consumer gives up (0: not stalled).
   uint64_t stall_deadline_ GUARDED_BY(mu_) = 0;
   Status final_status_ GUARDED_BY(mu_);

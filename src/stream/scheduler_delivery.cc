@@ -16,11 +16,15 @@ namespace rangeio::detail {
 Result<std::optional<RangeResult>> Scheduler::Poll(bool* pending) {
   RANGEIO_ASSIGN_OR_RETURN(std::optional<RawResult> raw, NextRaw(pending));
   if (!raw) return std::optional<RangeResult>();
+  if (!raw->status.ok()) {  // a range's own error (per-range errors)
+    return std::optional<RangeResult>(
+        RangeResult{raw->index, Slice(), std::move(raw->status)});
+  }
   const std::byte* data = raw->lease->bytes.data();
   const size_t size = raw->lease->bytes.size();
   // The lease becomes the Slice's owner: no extra refcount traffic.
   return std::optional<RangeResult>(
-      RangeResult{raw->index, Slice(std::move(raw->lease), data, size)});
+      RangeResult{raw->index, Slice(std::move(raw->lease), data, size), {}});
 }
 
 // Hands out the next result as soon as there is one; otherwise, in this
@@ -34,6 +38,16 @@ Result<std::optional<RawResult>> Scheduler::NextRaw(bool* pending) {
     if (!final_status_.ok()) return final_status_;
     if (delivered_ == ranges_.size()) return EndLocked();
     if (std::optional<uint64_t> tag = ReadyTagLocked()) {
+      if (slots_[*tag].error && per_range_errors_) {
+        RawResult failed = TakeRangeErrorLocked(*tag);
+        lk.Unlock();
+        // Its lease keeps the read's budget, made here on the consumer's
+        // thread as a result's: a PlannedStream hands it to the ranges it
+        // reads again (their stream is queued before the budget comes back).
+        failed.lease = std::make_shared<Lease>(
+            limiter_.get(), ranges_[failed.index].length, Slice());
+        return std::optional<RawResult>(std::move(failed));
+      }
       if (slots_[*tag].error) {
         const uint64_t cost = TakeErrorLocked(*tag);
         Status error = final_status_;
@@ -71,7 +85,7 @@ Result<std::optional<RawResult>> Scheduler::NextRaw(bool* pending) {
       continue;
     }
     stall_deadline_ = 0;
-    if (in_flight_ > 0 && !assisted) {
+    if (in_flight_ > 0 && !assisted && !listener_) {
       assisted = AssistLocked();
       continue;
     }
@@ -128,6 +142,23 @@ Scheduler::Taken Scheduler::TakeResultLocked(uint64_t tag) {
   return taken;
 }
 
+// With per-range errors, a failed read is its range's result: delivered (and
+// counted as a delivery, of no bytes) with its error, the stream going on.
+// Its budget goes with it (the caller makes the lease).
+RawResult Scheduler::TakeRangeErrorLocked(uint64_t tag) {
+  Slot& s = slots_[tag];
+  RawResult out{s.index, nullptr, std::move(*s.error)};
+  s.error.reset();
+  s.state = Slot::kFree;
+  ReleaseSlot(tag);
+  stall_deadline_ = 0;
+  ++delivered_;
+  Delivered(1);
+  if (record_deliveries_) ++unflushed_;
+  if (delivered_ == ranges_.size()) FlushStatsLocked();
+  return out;
+}
+
 // A failed read's error becomes the stream's final status: the error is
 // this read's delivery (the read is not "cancelled"). Returns the budget
 // its slot held, to be released after unlocking.
@@ -155,7 +186,8 @@ Result<std::optional<RawResult>> Scheduler::EndLocked() {
 RawResult Scheduler::MakeRaw(Taken taken) {
   return RawResult{taken.index,
                    std::make_shared<Lease>(limiter_.get(), taken.cost,
-                                           std::move(taken.bytes))};
+                                           std::move(taken.bytes)),
+                   {}};
 }
 
 // --- Waiting for a result ---
@@ -213,6 +245,17 @@ void Scheduler::SleepAtMostLocked(MutexLock& lk,
 // waits for is the limiter, whose stall StalledLocked checks.
 bool Scheduler::WaitsForAdmissionLocked() const {
   return in_flight_ == 0 && !failed_ && n_submitted_ < ranges_.size();
+}
+
+uint64_t Scheduler::RecheckAt() const {
+  MutexLock lk(mu_);
+  if (stall_deadline_ != 0) return stall_deadline_;
+  if (WaitsForAdmissionLocked()) {
+    return NowNanos() +
+           std::chrono::duration_cast<std::chrono::nanoseconds>(kStallRecheck)
+               .count();
+  }
+  return 0;
 }
 
 // A stalled consumer waits up to stall_timeout_ from the first time it

@@ -26,6 +26,10 @@ class StatsRecorder {
     MutexLock lk(mu_);
     AddHedges(&s_, issued, won, bytes);
   }
+  void RecordRetried(uint64_t ranges) EXCLUDES(mu_) {
+    MutexLock lk(mu_);
+    s_.ranges_retried += ranges;
+  }
   Stats Snapshot() const EXCLUDES(mu_) {
     MutexLock lk(mu_);
     return s_;

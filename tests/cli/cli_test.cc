@@ -236,7 +236,7 @@ TEST(CliCatTest, LocalFileByPathAndUrl) {
   }
   const CliRun past = RunCli({"cat", path, "-r", "1048580:100"});
   EXPECT_EQ(past.exit_code, 1);
-  EXPECT_THAT(past.err, HasSubstr("range [1048580, 1048680)"));
+  EXPECT_THAT(past.err, HasSubstr("range 0 [1048580, 1048680)"));
   EXPECT_THAT(past.err, HasSubstr("ends past its size 1048589"));
   std::filesystem::remove_all(dir);
 }
@@ -402,7 +402,7 @@ std::vector<ErrorCase> ErrorCases(const testing::TestServers& s,
        kSecret},
       {"past the end",
        {"cat", obj, "-r", "1048580:100"},
-       "range [1048580, 1048680) of '" + obj + "' ends past its size 1048589"},
+       "range 0 [1048580, 1048680) of '" + obj + "': ends past its size 1048589"},
       {"nginx 404", {"cat", s.nginx + "/no-such.bin", "-r", "0:1"}, "HTTP 404"},
       {"nginx past the end",
        {"cat", s.nginx + "/pattern.bin", "-r", "1048589:1"},

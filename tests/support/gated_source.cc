@@ -325,6 +325,11 @@ uint64_t GatedSource::bytes_returned() const {
   std::lock_guard<std::mutex> lock(st_->mu);
   return st_->bytes_returned;
 }
+void GatedSource::ClearStarted() {
+  std::lock_guard<std::mutex> lock(st_->mu);
+  st_->started.clear();
+}
+
 std::vector<ByteRange> GatedSource::started_ranges() const {
   std::lock_guard<std::mutex> lock(st_->mu);
   return st_->started;

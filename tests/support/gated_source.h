@@ -105,6 +105,7 @@ class GatedSource final : public Source {
   uint64_t cancelled() const;       // held reads that Cancel completed
   uint64_t bytes_returned() const;  // bytes of successful reads
   std::vector<ByteRange> started_ranges() const;  // in submission order
+  void ClearStarted();  // forgets started_ranges() so far
   std::vector<ByteRange> held_ranges() const;     // oldest first
   std::vector<uint64_t> held_tags() const;        // oldest first
 
