@@ -4,6 +4,7 @@
 #include "rangeio/batch.h"          // IWYU pragma: export
 #include "rangeio/block_cache.h"    // IWYU pragma: export
 #include "rangeio/byte_range.h"     // IWYU pragma: export
+#include "rangeio/completion_queue.h"  // IWYU pragma: export
 #include "rangeio/http.h"           // IWYU pragma: export
 #include "rangeio/limiter.h"        // IWYU pragma: export
 #include "rangeio/local_file.h"     // IWYU pragma: export
