@@ -78,7 +78,7 @@ TEST(LimiterTest, SharedLimiterRefusesReaderLimiterFields) {
   auto refused = Reader::Open(gate, LimitOptions(50, 7), limiter);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(refused.status().message(), HasSubstr("io-concurrency=50"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("io-concurrency (alias read-thread-num)=50"));
   EXPECT_THAT(refused.status().message(),
               HasSubstr("response-budget-count=7"));
   Reader reader = OpenReader(gate, Options(), limiter);

@@ -10,11 +10,14 @@
 // Thread-safety: OpenSource is reentrant; SourceOptions is a value.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "rangeio/http.h"
 #include "rangeio/local_file.h"
+#include "rangeio/options.h"
 #include "rangeio/source.h"
 #include "rangeio/status.h"
 
@@ -37,6 +40,14 @@ struct SourceOptions {
   // key=value pairs between SourceOptions and Options.
   static bool IsKey(std::string_view key);
 };
+
+// Reader and source options from one list of key=value pairs (the CLI's -o,
+// a binding's keyword arguments), each key routed to its owner: the keys of
+// SourceOptions::Set to `source` (applied over what it holds), the others
+// to Options::Parse (into `options`). An unknown key or a bad value is
+// InvalidArgument naming it (never the value of a credential).
+Status ParseOpenOptions(const std::map<std::string, std::string>& kv,
+                        Options* options, SourceOptions* source);
 
 // Opens a source by URL or path. No I/O happens for object stores (the size
 // comes from the first ranged GET or from http.size_hint; never a HEAD):

@@ -118,8 +118,10 @@ struct RANGEIO_EXPORT Options {
   static Result<Options> Parse(const std::map<std::string, std::string>& kv);
   // Same, from "key=value,key=value" (the CLI's -o form).
   static Result<Options> Parse(std::string_view text);
-  // True when `key` is one Parse takes (aliases included).
+  // True when `key` is one Parse takes (aliases included), and when it sets
+  // a LimiterOptions field (which a reader sharing a limiter must not set).
   static bool IsKey(std::string_view key);
+  static bool IsLimiterKey(std::string_view key);
 
   // "key=value,..." for every key, parseable by Parse.
   std::string ToString() const;

@@ -5,12 +5,13 @@
     for index, view in reader.read_ranges([(0, 4096), (1 << 20, 4096)]):
         ...  # view: a read-only memoryview over rangeio's buffer, no copy
 
-Options are the keys of docs/options.md with "_" for "-": reader options
-(read_thread_num, response_budget_bytes, planner, ...) and source options
-(connect_timeout_ms, endpoint, region, local_engine, ...), routed as the
-CLI's -o routes them. Every blocking call releases the GIL; errors are
-FileNotFoundError, PermissionError, ValueError (bad input) or an OSError
-subclass (ReadError, CancelledError, BudgetError) naming the range and cause.
+Options are the keys of docs/options.md with "_" for "-": limiter options
+(io_concurrency or read_thread_num, response_budget_bytes, ...), reader
+options (planner, hedge, ...) and source options (connect_timeout_ms,
+endpoint, region, local_engine, ...), routed as the CLI's -o routes them.
+Every blocking call releases the GIL; errors are FileNotFoundError,
+PermissionError, ValueError (bad input) or an OSError subclass (ReadError,
+CancelledError, BudgetError) naming the range and cause.
 """
 
 import concurrent.futures
@@ -26,11 +27,10 @@ from ._rangeio import (  # noqa: F401  (re-exported API)
     Reader,
     Source,
 )
-from . import testing  # noqa: F401
 
 __all__ = [
     "open", "Limiter", "Reader", "RangeIterator", "BatchedReader", "Source",
-    "ReadError", "CancelledError", "BudgetError", "testing",
+    "ReadError", "CancelledError", "BudgetError",
 ]
 
 
@@ -51,9 +51,10 @@ def _options(options):
 
 
 class Limiter(_rangeio.Limiter):
-    """Global bounds shared by every reader given it: read_thread_num
-    (I/O concurrency), response_budget_count and response_budget_bytes.
-    Thread-safe; stats() reports in_flight/retained now and at the peak."""
+    """Global bounds shared by every reader given it: io_concurrency (alias
+    read_thread_num), response_budget_count, response_budget_bytes and
+    hedge_reserve; any other option is refused. Thread-safe; stats()
+    reports in_flight/retained now and at the peak."""
 
     def __init__(self, **options):
         super().__init__(_options(options))
@@ -61,20 +62,23 @@ class Limiter(_rangeio.Limiter):
 
 def open(url_or_path, *, limiter=None, **options):  # noqa: A001
     """A Reader of one object: a path, file://, http(s):// or s3:// URL, or
-    a rangeio.Source. With `limiter`, the reader shares its bounds (its own
-    limiter options are then ignored)."""
+    a rangeio.Source. With `limiter`, the reader shares its bounds, and
+    limiter options given here are refused (ValueError) rather than
+    ignored."""
     if isinstance(url_or_path, _rangeio.Source):
         return _rangeio._open_source(url_or_path, _options(options), limiter)
     return _rangeio._open_url(str(url_or_path), _options(options), limiter)
 
 
 class _Completions:
-    """Resolves read_async futures: library threads only push results into
-    a native queue; this one Python thread takes them (GIL released while
-    it waits) and sets each Future."""
+    """Resolves read_async futures: library threads only queue results in
+    the core's CompletionQueue; this one Python thread takes them (GIL
+    released while it waits) and sets each Future. concurrent.futures needs
+    a Python thread to resolve futures without taking the GIL on I/O
+    threads; it holds no result between two waits."""
 
     def __init__(self):
-        self.queue = _rangeio._Completions()
+        self.queue = _rangeio._CompletionQueue()
         self._pending = {}
         self._ids = itertools.count()
         self._lock = threading.Lock()
@@ -99,17 +103,21 @@ class _Completions:
         return future
 
     def _run(self):
-        while True:
-            done = self.queue.pop()
-            if done is None:
-                return
-            for rid, value in done:
-                with self._lock:
-                    future = self._pending.pop(rid)
-                if isinstance(value, BaseException):
-                    future.set_exception(value)
-                else:
-                    future.set_result(value)
+        while self._resolve(self.queue.pop()):
+            pass
+
+    def _resolve(self, done):
+        """Sets the futures of `done`; False once the queue is closed."""
+        if done is None:
+            return False
+        for rid, value in done:
+            with self._lock:
+                future = self._pending.pop(rid)
+            if isinstance(value, BaseException):
+                future.set_exception(value)
+            else:
+                future.set_result(value)
+        return True
 
 
 _completions = None
@@ -131,6 +139,8 @@ class BatchedReader:
 
     def __init__(self, readers, *, max_batches=0,
                  max_batch_requests=4096):
+        """max_batches: batches in progress at once (0: the sum of the
+        sources' io_concurrency); max_batch_requests: requests per batch."""
         if isinstance(readers, Reader):
             readers = [readers]
         self._native = _rangeio._BatchedReader(
@@ -145,13 +155,14 @@ class BatchedReader:
         """A concurrent.futures.Future of the range's memoryview."""
         return _get_completions().submit(self._native, offset, length, source)
 
-    def read_many(self, ranges, window=0, source=0):
+    def read_many(self, ranges, source=0):
         """An iterator of (index, memoryview) over `ranges` of one source,
-        as they complete, keeping `window` requests in flight (0: the
-        source's read_thread_num); the calling thread takes each result
-        itself (no Future). The rolling form of read_async for one thread
-        among many sharing this handle."""
-        return self._native.read_many(ranges, window, source)
+        as they complete: a read_ranges stream of that source's reader, so
+        its reads share the limiter with every other caller's, and dropping
+        the iterator cancels what it has not delivered. The calling thread
+        takes each result itself (no Future); the first error is raised."""
+        return self._native.reader(source).read_ranges(ranges,
+                                                       order="as-completed")
 
     def size(self, source=0):
         return self._native.size(source)

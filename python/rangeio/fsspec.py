@@ -35,12 +35,13 @@ class RangeioFileSystem(AbstractFileSystem):
         self._options = {k: v for k, v in options.items()
                          if k not in ("skip_instance_cache", "use_listings_cache",
                                       "listings_expiry_time", "max_paths")}
-        limiter_keys = ("read_thread_num", "response_budget_count",
-                        "response_budget_bytes")
+        def limits(key):
+            return rangeio._rangeio._is_limiter_key(key.replace("_", "-"))
+
         self.limiter = limiter or rangeio.Limiter(
-            **{k: v for k, v in self._options.items() if k in limiter_keys})
+            **{k: v for k, v in self._options.items() if limits(k)})
         self._reader_options = {k: v for k, v in self._options.items()
-                                if k not in limiter_keys}
+                                if not limits(k)}
         self._readers = {}
         self._lock = threading.Lock()
 

@@ -2,9 +2,9 @@
 //
 // The module (_rangeio) is a thin layer over the C++ API: every blocking
 // call runs with the GIL released, no library thread ever touches a Python
-// object (completions for Python go through a queue that a Python-owned
-// thread drains), and every non-OK Status becomes a Python exception of the
-// type its code calls for (errors.cc).
+// object (completions for Python go through the core's CompletionQueue that a
+// Python-owned thread drains), and every non-OK Status becomes a Python
+// exception of the type its code calls for (errors.cc).
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -114,6 +114,5 @@ py::dict StatsDict(const Stats& stats);
 void BindErrors(py::module_& m);
 void BindReader(py::module_& m);
 void BindBatch(py::module_& m);
-void BindTesting(py::module_& m);
 
 }  // namespace rangeio::python

@@ -7,5 +7,4 @@ PYBIND11_MODULE(_rangeio, m) {
   rangeio::python::BindErrors(m);
   rangeio::python::BindReader(m);
   rangeio::python::BindBatch(m);
-  rangeio::python::BindTesting(m);
 }

@@ -150,19 +150,12 @@ std::unique_ptr<RangeIterator> ReadRanges(const Reader& reader,
 
 py::object ReadOne(const Reader& reader, py::handle offset, py::handle length) {
   const ByteRange range = RangeFromPython(offset, length, 0);
-  std::optional<Result<std::optional<RangeResult>>> next;
+  std::optional<Result<Slice>> bytes;
   {
     GilRelease release;
-    auto stream = reader.ReadRanges({&range, 1}, Delivery::kOrdered);
-    next.emplace(stream.ok()
-                     ? stream->Next()
-                     : Result<std::optional<RangeResult>>(stream.status()));
+    bytes.emplace(reader.Read(range));
   }
-  if (!next->ok()) throw StatusError(next->status());
-  if (!**next) {
-    throw StatusError(Status::Internal("read: the stream ended undelivered"));
-  }
-  return MemoryViewOf(std::move((**next)->bytes));
+  return MemoryViewOf(ValueOrThrow(std::move(*bytes)));
 }
 
 Reader OpenReader(std::shared_ptr<Source> source, const Options& options,
@@ -181,20 +174,44 @@ Reader OpenUrl(const std::string& url,
                const std::map<std::string, std::string>& kv,
                std::shared_ptr<Limiter> limiter) {
   OpenOptions o = ParseOpenOptions(kv);
-  std::optional<Result<std::shared_ptr<Source>>> source;
+  std::optional<Result<Reader>> reader;
   {
+    // Opening asks the source for its size: a stat or a first GET.
     GilRelease release;
-    source.emplace(OpenSource(url, o.source));
+    reader.emplace(
+        Reader::OpenUrl(url, o.reader, std::move(o.source), std::move(limiter)));
   }
-  return OpenReader(ValueOrThrow(std::move(*source)), o.reader,
-                    std::move(limiter));
+  return ValueOrThrow(std::move(*reader));
 }
 
+// Options for what is already a Source: a source key would do nothing.
 Reader OpenOnSource(std::shared_ptr<Source> source,
                     const std::map<std::string, std::string>& kv,
                     std::shared_ptr<Limiter> limiter) {
+  for (const auto& [key, value] : kv) {
+    if (SourceOptions::IsKey(key)) {
+      throw StatusError(Status::InvalidArgument(
+          "option " + key + " opens a source; '" + source->name() +
+          "' is open already"));
+    }
+  }
   return OpenReader(std::move(source), ParseOpenOptions(kv).reader,
                     std::move(limiter));
+}
+
+// A Limiter takes its own keys only: any other would do nothing.
+std::shared_ptr<Limiter> MakeLimiter(
+    const std::map<std::string, std::string>& kv) {
+  for (const auto& [key, value] : kv) {
+    if (!Options::IsLimiterKey(key)) {
+      throw StatusError(Status::InvalidArgument(
+          "option " + key +
+          " is not a limiter option (io-concurrency or read-thread-num, "
+          "response-budget-count, response-budget-bytes, hedge-reserve): "
+          "give it to rangeio.open"));
+    }
+  }
+  return ValueOrThrow(Limiter::Make(ParseOpenOptions(kv).reader));
 }
 
 uint64_t SizeOf(const Reader& reader) {
@@ -217,25 +234,7 @@ py::object MemoryViewOf(Slice slice) {
 
 OpenOptions ParseOpenOptions(const std::map<std::string, std::string>& kv) {
   OpenOptions out;
-  std::map<std::string, std::string> reader_kv;
-  bool local_threads_set = false;
-  for (const auto& [key, value] : kv) {
-    if (SourceOptions::IsKey(key)) {
-      ThrowIfError(out.source.Set(key, value));
-      local_threads_set |= key == "local-threads";
-    } else {
-      reader_kv.emplace(key, value);
-    }
-  }
-  auto reader = Options::Parse(reader_kv);
-  if (!reader.ok() && reader.status().message().starts_with("unknown option")) {
-    throw StatusError(Status::InvalidArgument(
-        reader.status().message() +
-        "; or a source option: see docs/options.md, \"Source options\""));
-  }
-  out.reader = ValueOrThrow(std::move(reader));
-  // One pread thread or ring slot per read in flight, as the CLI does.
-  if (!local_threads_set) out.source.local.threads = out.reader.limiter.io_concurrency;
+  ThrowIfError(rangeio::ParseOpenOptions(kv, &out.reader, &out.source));
   return out;
 }
 
@@ -259,7 +258,7 @@ py::dict StatsDict(const Stats& s) {
   d["read_latency_p50_ms"] = static_cast<double>(h.Percentile(0.5)) / 1e6;
   d["read_latency_p99_ms"] = static_cast<double>(h.Percentile(0.99)) / 1e6;
   d["read_latency_max_ms"] = static_cast<double>(h.max_nanos()) / 1e6;
-  // [ms, quantile] points for latency CDF plots (rangeio.plot).
+  // [ms, quantile] points for latency CDF plots (python/bench/rangeio_plot.py).
   py::list cdf;
   if (h.count() != 0) {
     for (double q : {0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95,
@@ -321,10 +320,7 @@ void BindReader(py::module_& m) {
       .def_property_readonly("name", &Source::name);
 
   py::class_<Limiter, std::shared_ptr<Limiter>>(m, "Limiter")
-      .def(py::init([](const std::map<std::string, std::string>& kv) {
-             return ValueOrThrow(Limiter::Make(ParseOpenOptions(kv).reader));
-           }),
-           py::arg("options"))
+      .def(py::init(&MakeLimiter), py::arg("options"))
       .def_property_readonly("io_concurrency", &Limiter::io_concurrency)
       .def_property_readonly("response_budget_count",
                              &Limiter::response_budget_count)
@@ -364,6 +360,9 @@ void BindReader(py::module_& m) {
 
   m.def("_open_url", &OpenUrl, py::arg("url"), py::arg("options"),
         py::arg("limiter"));
+  m.def("_is_limiter_key", [](const std::string& key) {
+    return Options::IsLimiterKey(key);
+  });
   m.def("_open_source", &OpenOnSource, py::arg("source"), py::arg("options"),
         py::arg("limiter"));
 }

@@ -12,6 +12,7 @@ import urllib.request
 import pytest
 
 import rangeio
+import rangeio_testing
 
 
 def _servers_required():
@@ -31,10 +32,10 @@ def server_env(name):
 
 @pytest.fixture
 def pattern_file(tmp_path):
-    """A local file of 1 MiB + 13 bytes holding rangeio.testing.expected."""
+    """A local file of 1 MiB + 13 bytes holding rangeio_testing.expected."""
     path = tmp_path / "pattern.bin"
     size = (1 << 20) + 13
-    path.write_bytes(rangeio.testing.expected(0, size))
+    path.write_bytes(rangeio_testing.expected(0, size))
     return str(path), size
 
 

@@ -5,7 +5,7 @@ import pytest
 
 import rangeio
 import rangeio.fsspec  # noqa: F401  (registers the "rangeio" protocol)
-from rangeio.testing import expected
+from rangeio_testing import expected
 
 
 def test_cat_ranges_cat_file_and_open(pattern_file):

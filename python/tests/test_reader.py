@@ -7,7 +7,8 @@ import numpy
 import pytest
 
 import rangeio
-from rangeio.testing import expected
+import rangeio_testing
+from rangeio_testing import expected
 
 
 def wait_until(predicate, timeout_s=10.0):
@@ -85,7 +86,7 @@ def test_view_outlives_reader_and_iterator(pattern_file):
 
 def test_dropping_an_iterator_mid_stream_returns_every_permit():
     limiter = rangeio.Limiter(read_thread_num=16)
-    source = rangeio.testing.simulated_source(64 << 20, latency_ms=2)
+    source = rangeio_testing.simulated_source(64 << 20, latency_ms=2)
     reader = rangeio.open(source, limiter=limiter, planner="none")
     ranges = [(i * 65536, 4096) for i in range(1000)]
     it = reader.read_ranges(ranges)
@@ -104,7 +105,7 @@ def test_dropping_an_iterator_mid_stream_returns_every_permit():
 
 
 def test_close_cancels_and_ends_iteration():
-    source = rangeio.testing.simulated_source(1 << 20, latency_ms=1)
+    source = rangeio_testing.simulated_source(1 << 20, latency_ms=1)
     reader = rangeio.open(source, read_thread_num=4)
     with reader.read_ranges([(i, 1) for i in range(100)]) as it:
         next(it)
@@ -117,7 +118,7 @@ def test_shared_limiter_bounds_two_readers(pattern_file):
     path, _ = pattern_file
     limiter = rangeio.Limiter(read_thread_num=3, response_budget_count=6)
     a = rangeio.open(path, limiter=limiter, planner="none")
-    b = rangeio.open(rangeio.testing.simulated_source(1 << 20), limiter=limiter)
+    b = rangeio.open(rangeio_testing.simulated_source(1 << 20), limiter=limiter)
     assert a.limiter is limiter and b.limiter is limiter
     # Each view is dropped as the loop moves on, returning its budget.
     for _, view in a.read_ranges([(i * 100, 10) for i in range(50)]):
@@ -127,6 +128,21 @@ def test_shared_limiter_bounds_two_readers(pattern_file):
     stats = limiter.stats()
     assert stats["physical_reads"] >= 100
     assert stats["peak_in_flight"] <= 3 and stats["peak_retained_count"] <= 6
+
+
+def test_options_that_would_do_nothing_are_refused(pattern_file):
+    path, _ = pattern_file
+    limiter = rangeio.Limiter(io_concurrency=3)
+    assert limiter.io_concurrency == 3
+    # A limiter option for a reader that shares a limiter, a reader option
+    # for a limiter, a source option for an open source: each ValueError.
+    with pytest.raises(ValueError, match=r"io-concurrency \(alias read-thread-num\)=8"):
+        rangeio.open(path, limiter=limiter, read_thread_num=8)
+    with pytest.raises(ValueError, match="planner is not a limiter option"):
+        rangeio.Limiter(planner="none")
+    with pytest.raises(ValueError, match="connect-timeout-ms opens a source"):
+        rangeio.open(rangeio_testing.simulated_source(100),
+                     connect_timeout_ms=10)
 
 
 def test_bad_input_raises_value_error(pattern_file):

@@ -5,7 +5,7 @@ import pytest
 
 import rangeio
 import rangeio.fsspec  # noqa: F401
-from rangeio.testing import expected
+from rangeio_testing import expected
 
 PATTERN_SIZE = (1 << 20) + 13
 

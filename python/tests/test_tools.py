@@ -1,17 +1,33 @@
-"""python3 -m rangeio.bench and rangeio.plot end to end (no timings)."""
+"""python/bench/rangeio_bench.py and rangeio_plot.py end to end (no
+timings): the benchmark and its plotter live beside the package, not in it.
+"""
 
 import json
+import pathlib
 import subprocess
 import sys
 
-import rangeio.bench
-import rangeio.plot
+import rangeio
+
+BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench"
+sys.path.insert(0, str(BENCH))
+import rangeio_bench  # noqa: E402
+import rangeio_plot  # noqa: E402
+
+
+def test_the_package_holds_the_api_only():
+    package = pathlib.Path(rangeio.__file__).parent
+    names = sorted(p.name for p in package.iterdir()
+                   if p.suffix == ".py" or p.name.startswith("_rangeio"))
+    assert [n for n in names if n.endswith(".py")] == ["__init__.py",
+                                                      "fsspec.py"]
+    assert not hasattr(rangeio, "testing")
 
 
 def test_bench_and_plot(pattern_file, tmp_path):
     path, _ = pattern_file
     out = tmp_path / "bench.json"
-    assert rangeio.bench.main([path, "--reads", "200", "--block", "4KiB",
+    assert rangeio_bench.main([path, "--reads", "200", "--block", "4KiB",
                                "--concurrency", "8", "--threads", "4",
                                "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
@@ -22,7 +38,7 @@ def test_bench_and_plot(pattern_file, tmp_path):
         assert r["reads"] == 200 and r["reads_per_s"] > 0
         assert r["cpu_s_per_1000_reads"] >= 0 and r["latency_cdf"]
     png = tmp_path / "bench.png"
-    subprocess.run([sys.executable, "-m", "rangeio.plot", str(out), "-o",
+    subprocess.run([sys.executable, str(BENCH / "rangeio_plot.py"), str(out), "-o",
                     str(png)], check=True)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -34,6 +50,6 @@ def test_plot_reads_cli_json(tmp_path):
                      "p50_ms": 25.0, "p99_ms": 50.0}]}
     src = tmp_path / "cli.json"
     src.write_text(json.dumps(doc))
-    assert rangeio.plot.find_rows(doc) == doc["rows"]
-    assert rangeio.plot.main([str(src), "-o", str(tmp_path / "x.png")]) == 0
+    assert rangeio_plot.find_rows(doc) == doc["rows"]
+    assert rangeio_plot.main([str(src), "-o", str(tmp_path / "x.png")]) == 0
     assert (tmp_path / "x.png").stat().st_size > 0

@@ -285,6 +285,12 @@ Status Options::Validate() const {
   return reader.Validate();
 }
 
+bool Options::IsLimiterKey(std::string_view key) {
+  return key == "io-concurrency" || key == "read-thread-num" ||
+         key == "response-budget-count" || key == "response-budget-bytes" ||
+         key == "hedge-reserve";
+}
+
 bool Options::IsKey(std::string_view key) {
   static constexpr std::string_view kNames[] = {
       "io-concurrency",  "read-thread-num", "response-budget-count",

@@ -51,7 +51,7 @@ std::string ChangedLimiterKeys(const LimiterOptions& o) {
            std::to_string(v);
   };
   if (o.io_concurrency != d.io_concurrency) {
-    add("io-concurrency", o.io_concurrency);
+    add("io-concurrency (alias read-thread-num)", o.io_concurrency);
   }
   if (o.response_budget_count != d.response_budget_count) {
     add("response-budget-count", o.response_budget_count);

@@ -73,7 +73,7 @@ class Core : public std::enable_shared_from_this<Core> {
     MutexLock lk(mu_);
     ++stats_.requests;
     pending_.push_back(std::move(r));
-    StartBatchesLocked(lk);
+    StartBatchesLocked();
   }
 
   void Reject() EXCLUDES(mu_) {
@@ -86,7 +86,7 @@ class Core : public std::enable_shared_from_this<Core> {
   void BatchDone() EXCLUDES(mu_) {
     MutexLock lk(mu_);
     --running_;
-    StartBatchesLocked(lk);
+    StartBatchesLocked();
     cv_.NotifyAll();
   }
 
@@ -108,7 +108,7 @@ class Core : public std::enable_shared_from_this<Core> {
  private:
   // Starts batches while requests wait and a place is free; one starter at
   // a time (the others' requests join its next batch).
-  void StartBatchesLocked(MutexLock& lk) REQUIRES(mu_) {
+  void StartBatchesLocked() REQUIRES(mu_) {
     if (starting_) return;
     starting_ = true;
     while (!pending_.empty() && running_ < max_batches_) {
@@ -116,9 +116,9 @@ class Core : public std::enable_shared_from_this<Core> {
       batch->core = shared_from_this();
       batch->requests = TakeBatchLocked();
       ++running_;
-      lk.Unlock();
+      mu_.Unlock();
       Start(batch);
-      lk.Lock();
+      mu_.Lock();
     }
     starting_ = false;
   }

@@ -203,6 +203,27 @@ bool In(const std::array<std::string_view, N>& keys, std::string_view key) {
 
 }  // namespace
 
+Status ParseOpenOptions(const std::map<std::string, std::string>& kv,
+                        Options* options, SourceOptions* source) {
+  std::map<std::string, std::string> reader_kv;
+  for (const auto& [key, value] : kv) {
+    if (SourceOptions::IsKey(key)) {
+      RANGEIO_RETURN_NOT_OK(source->Set(key, value));
+    } else {
+      reader_kv.emplace(key, value);
+    }
+  }
+  Result<Options> parsed = Options::Parse(reader_kv);
+  if (!parsed.ok() &&
+      parsed.status().message().starts_with("unknown option")) {
+    return Status::InvalidArgument(
+        parsed.status().message() +
+        "; or a source option: see docs/options.md, \"Source options\"");
+  }
+  RANGEIO_ASSIGN_OR_RETURN(*options, std::move(parsed));
+  return Status::OK();
+}
+
 bool SourceOptions::IsKey(std::string_view key) {
   return In(kHttpKeys, key) || In(kS3Keys, key) || In(kLocalKeys, key);
 }

@@ -1,6 +1,6 @@
-"""python3 -m rangeio.plot BENCH.json -o FILE.png: latency CDFs and reads/s.
+"""python/bench/rangeio_plot.py BENCH.json -o FILE.png: latency CDFs, reads/s.
 
-Reads any `rangeio bench ... --json` output or `python3 -m rangeio.bench
+Reads any `rangeio bench ... --json` output or `rangeio_bench.py
 --json`: a "rows" list (or rows nested anywhere) of objects with
 "strategy" and "reads_per_s". Each row's latency CDF comes from its
 "latency_cdf" [[ms, quantile], ...] when present, else from whichever of
@@ -68,13 +68,13 @@ def plot(rows, out, title):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python3 -m rangeio.plot",
+    p = argparse.ArgumentParser(prog="rangeio_plot.py",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("bench_json")
     p.add_argument("-o", "--output", required=True, help="the image (.png)")
     p.add_argument("--title", help="default: the JSON file's name")
     p.add_argument("--round", type=int,
-                   help="rows of this round only (rangeio.bench --rounds); "
+                   help="rows of this round only (rangeio_bench.py --rounds); "
                         "default: the last round")
     args = p.parse_args(argv)
     with open(args.bench_json) as f:

@@ -1,12 +1,15 @@
-"""python3 -m rangeio.bench URL: ranged-read load from Python, with peers.
+"""python/bench/rangeio_bench.py URL: ranged-read load from Python, with peers.
+
+Run from the tree, beside the package it measures (not installed with it):
+    PYTHONPATH=build/python /usr/bin/python3 python/bench/rangeio_bench.py URL
 
 The workload of `rangeio bench url`: --reads reads of --block bytes at
 random block-aligned offsets (a fixed seed, the same ranges for every row),
 --concurrency reads in flight. Rows, in one run:
   rangeio          one thread iterating Reader.read_ranges (as-completed);
   rangeio-batched  --threads Python threads sharing one BatchedReader, each
-                   iterating read_many over its share with concurrency/threads
-                   requests in flight;
+                   iterating read_many over its share (one stream each, on
+                   the shared limiter);
   rangeio-batched-futures  the same with read_async: each thread keeps
                    concurrency/threads futures in flight;
   boto3            (s3://) get_object(Range=...) on a ThreadPoolExecutor of
@@ -118,8 +121,8 @@ def run_batched_threads(name, url, ranges, args, options, work):
 
 
 def run_rangeio_batched(url, ranges, args, options):
-    def work(batched, part, window):
-        for _, view in batched.read_many(part, window=window):
+    def work(batched, part, _window):
+        for _, view in batched.read_many(part):
             assert len(view) == part[0][1]
 
     return run_batched_threads("rangeio-batched", url, ranges, args, options,
@@ -246,7 +249,7 @@ def print_table(rows):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python3 -m rangeio.bench",
+    p = argparse.ArgumentParser(prog="rangeio_bench.py",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("url", help="the object to read (s3://, http(s)://, path)")
     p.add_argument("--reads", type=int, default=2000)

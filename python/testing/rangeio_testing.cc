@@ -1,4 +1,5 @@
-// testing.cc — sources for the Python tests (rangeio._rangeio.testing).
+// rangeio_testing.cc — the rangeio_testing module: sources for the Python
+// tests, built beside the package and never installed with it.
 //
 // BarrierSource proves that Python threads overlap their reads: it holds
 // every read until `width` reads are outstanding together, then completes
@@ -6,16 +7,20 @@
 // a read waits, the second thread could never submit its read: the barrier
 // would time out and fail the held reads with an IoError naming how many
 // arrived, so a serialising binding fails the test instead of hanging it.
+#include <pybind11/pybind11.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <vector>
 
-#include "binding.h"
+#include "rangeio/rangeio.h"
 
 namespace rangeio::python {
 namespace {
+
+namespace py = pybind11;
 
 class BarrierSource final : public Source {
  public:
@@ -109,8 +114,9 @@ class BarrierSource final : public Source {
 
 }  // namespace
 
-void BindTesting(py::module_& m) {
-  py::module_ t = m.def_submodule("testing", "Sources for rangeio's tests.");
+void BindTesting(py::module_& t) {
+  // The Source type these derive from is registered by rangeio's module.
+  py::module_::import("rangeio._rangeio");
   py::class_<BarrierSource, Source, std::shared_ptr<BarrierSource>>(
       t, "BarrierSource")
       .def(py::init([](uint64_t size, size_t width, double timeout_s) {
@@ -124,14 +130,16 @@ void BindTesting(py::module_& m) {
   t.def(
       "simulated_source",
       [](uint64_t size, double latency_ms) {
-        return ValueOrThrow(
+        auto source =
             MakeSimulatedSource("sim", size,
                                 LatencyModel::Fixed(std::chrono::microseconds(
-                                    static_cast<int64_t>(latency_ms * 1000)))));
+                                    static_cast<int64_t>(latency_ms * 1000))));
+        if (!source.ok()) throw py::value_error(source.status().ToString());
+        return *source;
       },
       py::arg("size"), py::arg("latency_ms") = 1.0,
       "The simulated object store of rangeio/sim.h: bytes "
-      "rangeio.testing.expected(offset, length), fixed latency.");
+      "rangeio_testing.expected(offset, length), fixed latency.");
   t.def("expected", [](uint64_t offset, uint64_t length) {
     std::string out(length, '\0');
     FillSimulatedBytes(offset, {reinterpret_cast<std::byte*>(out.data()),
@@ -141,3 +149,8 @@ void BindTesting(py::module_& m) {
 }
 
 }  // namespace rangeio::python
+
+PYBIND11_MODULE(rangeio_testing, m) {
+  m.doc() = "Sources for rangeio's Python tests (not installed).";
+  rangeio::python::BindTesting(m);
+}
