@@ -44,77 +44,58 @@
 #include <optional>
 #include <string>
 
+#include "rangeio/export.h"
 #include "rangeio/source.h"
 #include "rangeio/stats.h"
 #include "rangeio/status.h"
 
 namespace rangeio {
 
-struct HttpOptions {
-  // Time to establish a TCP (and TLS) connection, per attempt. 5 s: a
-  // loopback or same-region connect takes well under 10 ms, so 5 s only ever
-  // fires on a dead or black-holed address; the AWS SDKs use 1-10 s.
-  std::chrono::milliseconds connect_timeout{5'000};
-  // From sending a request to the first byte of the answer, per attempt.
-  // 10 s: S3 documents a first-byte latency of tens of milliseconds and a
-  // p99.99 of about a second; a request that has not started answering after
-  // 10 s is better re-sent (the retry goes to a fresh connection).
-  std::chrono::milliseconds first_byte_timeout{10'000};
-  // Longest pause in a body before the attempt is abandoned as stalled.
-  // 5 s: at the 80-90 MB/s that S3 gives one connection, 5 s of silence is
-  // never congestion; it is a dead peer or a stuck proxy.
-  std::chrono::milliseconds stall_timeout{5'000};
-  // Slowest body accepted, averaged from its first byte once stall_timeout
-  // has passed (0: no limit): a body that trickles (a byte a second is no
-  // stall) would otherwise hold its permit until the deadline. 1024 B/s: a
-  // thousandth of the slowest link worth reading ranges over (1 MB/s), so
-  // only a trickling peer or a broken proxy falls below it. Valid 0..2^40.
-  uint64_t min_bytes_per_second = 1024;
+// How an object is read over HTTP(S): time-outs, retries, TLS, connections.
+// One per source; docs/options.md has every field's key, range and reason.
+struct RANGEIO_EXPORT HttpOptions {
+  // --- What most users set ---
 
-  // Attempts per read, the first included (1 = never retry). 5: the AWS
-  // SDKs' "standard" retry mode makes 3 attempts and boto's legacy mode 5;
-  // 5 rides out a short 503 SlowDown burst, and the deadline bounds it.
-  uint32_t max_attempts = 5;
-  // Backoff before retry n (n = 1, 2, ...) is uniform in
-  // [0, min(retry_max_backoff, retry_base_backoff * 2^(n-1))]: "full
-  // jitter" (AWS Architecture Blog, "Exponential Backoff and Jitter"), which
-  // spreads a burst of failed reads instead of re-sending them together.
-  // 50 ms and 5 s: the AWS SDKs' standard mode uses a 100 ms base (S3's
-  // first-byte latency is tens of ms, so 50 ms is the first step worth
-  // waiting) and a 20 s cap; 5 s keeps a read's total within `deadline`.
-  std::chrono::milliseconds retry_base_backoff{50};
-  std::chrono::milliseconds retry_max_backoff{5'000};
-  // Overall budget of one read, from Read() to its completion, across every
-  // attempt and backoff. 60 s: several full timeouts plus backoffs fit; past
-  // it the read fails with the last attempt's error.
-  std::chrono::milliseconds deadline{60'000};
-
-  // Verify the server's TLS certificate and host name. Only turn this off
-  // for a test server with a self-signed certificate.
+  // Key "size-hint": the object's size when the caller knows it (a manifest,
+  // a listing): Size() then sends no request.
+  std::optional<uint64_t> size_hint;
+  // Key "max-connections": connections per host and idle ones kept; size it
+  // like the limiter's io_concurrency (64, its default). Valid 1..4096.
+  uint32_t max_connections = 64;
+  // Keys "verify-tls", "ca-file": check the server's certificate (turn off
+  // only for a test server), against this CA bundle (empty: the system's).
   bool verify_tls = true;
-  // CA bundle to verify against; empty = libcurl's default (the system's).
   std::string ca_file;
 
-  // Connections kept per host, and the pool of idle connections kept alive.
-  // Size it like the limiter's io_concurrency: one connection per read in
-  // flight over HTTP/1.1 (HTTP/2 multiplexes many reads on one). 64 =
-  // Options::kDefaultIoConcurrency. Valid 1..4096.
-  uint32_t max_connections = 64;
+  // --- Time-outs and retries: most users should leave these alone ---
 
-  // Adaptive concurrency: the requests in flight to this source's endpoint
-  // (scheme, host and port; and bucket for S3) follow one limit shared by
-  // every HTTP and S3 source of that endpoint in the process. A 429, 503 or
-  // S3 SlowDown cuts it, a time to first byte near its floor lets it grow
-  // back, between 1 and max_connections (the Limiter's io_concurrency still
-  // bounds each reader). Requests past the limit wait, they are not sent to
-  // be refused. On by default: with no throttling the limit stays at
-  // max_connections, so it costs nothing (docs/http-s3.md, "Adaptive
-  // concurrency", has the measurements and the rule).
+  // Key "connect-timeout-ms": TCP and TLS connect, per attempt. 5 s: a
+  // same-region connect takes under 10 ms; the AWS SDKs use 1-10 s.
+  std::chrono::milliseconds connect_timeout{5'000};
+  // Key "first-byte-timeout-ms": request to first byte, per attempt. 10 s:
+  // S3's first-byte p99.99 is about a second.
+  std::chrono::milliseconds first_byte_timeout{10'000};
+  // Key "stall-timeout-ms": longest pause inside a body. 5 s: at S3's
+  // 80-90 MB/s per connection, that is a dead peer, not congestion.
+  std::chrono::milliseconds stall_timeout{5'000};
+  // Key "min-bytes-per-second": slowest body accepted once stall_timeout
+  // has passed (0: no limit); 1024: a thousandth of a 1 MB/s link.
+  uint64_t min_bytes_per_second = 1024;
+  // Key "max-attempts": attempts per read, the first included (1: never
+  // retry). 5: boto's legacy mode, rides out a short SlowDown burst.
+  uint32_t max_attempts = 5;
+  // Keys "retry-base-backoff-ms", "retry-max-backoff-ms": retry n waits
+  // uniform in [0, min(max, base x 2^(n-1))] ("full jitter", AWS
+  // Architecture Blog). 50 ms and 5 s: near the AWS SDKs' 100 ms base.
+  std::chrono::milliseconds retry_base_backoff{50};
+  std::chrono::milliseconds retry_max_backoff{5'000};
+  // Key "deadline-ms": one read's total, every attempt and backoff. 60 s.
+  std::chrono::milliseconds deadline{60'000};
+  // Key "adaptive" (on, off): requests in flight per endpoint (and bucket)
+  // follow one limit shared by the process, cut on 429/503/SlowDown and
+  // grown back near the latency floor (docs/http-s3.md). On: it costs
+  // nothing unthrottled.
   bool adaptive = true;
-
-  // The object's size in bytes, when the caller knows it (a table manifest,
-  // a listing): Size() then returns it without any request.
-  std::optional<uint64_t> size_hint;
 
   Status Validate() const;
   bool operator==(const HttpOptions&) const = default;
@@ -131,26 +112,25 @@ enum class S3Addressing {
 
 // Where an S3 object lives and who reads it; how it is read over HTTP
 // (time-outs, retries, TLS, connections) is the HttpOptions beside it.
-struct S3Options {
-  // Endpoint URL, e.g. "https://s3.eu-west-1.amazonaws.com" or
+struct RANGEIO_EXPORT S3Options {
+  // Key "endpoint": e.g. "https://s3.eu-west-1.amazonaws.com" or
   // "http://127.0.0.1:9000". Empty: $AWS_ENDPOINT_URL_S3, then
   // $AWS_ENDPOINT_URL, then https://s3.REGION.amazonaws.com.
   std::string endpoint;
-  // Signing region. Empty: $AWS_REGION, then $AWS_DEFAULT_REGION, then
-  // "us-east-1" (what the AWS tools default to for S3).
+  // Key "region": the signing region. Empty: $AWS_REGION, then
+  // $AWS_DEFAULT_REGION, then "us-east-1" (the AWS tools' default for S3).
   std::string region;
+  // Key "addressing" (auto, path, virtual-hosted).
   S3Addressing addressing = S3Addressing::kAuto;
 
-  // Credentials, resolved when the source is opened, in this order:
-  //  1. access_key_id + secret_access_key (+ session_token) set here;
-  //  2. unless `profile` is set here: $AWS_ACCESS_KEY_ID and
-  //     $AWS_SECRET_ACCESS_KEY (+ $AWS_SESSION_TOKEN);
-  //  3. the shared credentials file ($AWS_SHARED_CREDENTIALS_FILE, else
-  //     ~/.aws/credentials), section `profile`, else $AWS_PROFILE, else
-  //     "default" (aws_access_key_id, aws_secret_access_key,
-  //     aws_session_token).
-  // None found is an error, unless `anonymous` (unsigned requests, for
-  // public buckets). Secrets never appear in errors, logs or stats.
+  // Credentials, resolved when the source is opened: these fields (keys
+  // "access-key-id", "secret-access-key", "session-token"); unless
+  // `profile` is set, $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY
+  // (+ $AWS_SESSION_TOKEN); then the shared credentials file
+  // ($AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials), section `profile`
+  // (key "profile"), else $AWS_PROFILE, else "default". None found is an
+  // error unless `anonymous` (key "anonymous": unsigned, public buckets).
+  // Secrets never appear in errors, logs or stats.
   std::string access_key_id;
   std::string secret_access_key;
   std::string session_token;
@@ -161,7 +141,7 @@ struct S3Options {
 };
 
 // The backend's own figures for one source, since it was opened.
-struct HttpStats {
+struct RANGEIO_EXPORT HttpStats {
   uint64_t gets = 0;         // GET requests sent, every attempt and size probe
   uint64_t heads = 0;        // HEAD requests sent: always 0 (kept to prove it)
   uint64_t size_probes = 0;  // GETs of bytes=0-0 made by Size()
