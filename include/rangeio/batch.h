@@ -64,7 +64,7 @@ struct RANGEIO_EXPORT BatchOptions {
   Status Validate() const;
 };
 
-struct BatchStats {
+struct RANGEIO_EXPORT BatchStats {
   uint64_t requests = 0;       // ranges asked for
   uint64_t batches = 0;        // batches started
   uint64_t largest_batch = 0;  // requests in the largest batch

@@ -34,12 +34,13 @@
 #include <memory>
 #include <string>
 
+#include "rangeio/export.h"
 #include "rangeio/source.h"
 #include "rangeio/status.h"
 
 namespace rangeio {
 
-struct BlockCacheOptions {
+struct RANGEIO_EXPORT BlockCacheOptions {
   // Bytes of cached blocks at most. Valid block_bytes..1 TiB. 256 MiB: room
   // for the index pages and footers of a few hundred large files.
   uint64_t capacity_bytes = 256ull << 20;
@@ -63,7 +64,7 @@ struct BlockCacheOptions {
   Status Validate() const;
 };
 
-struct BlockCacheStats {
+struct RANGEIO_EXPORT BlockCacheStats {
   uint64_t hits = 0;       // reads served from cached blocks alone
   uint64_t misses = 0;     // reads that needed a block read
   uint64_t evictions = 0;  // blocks dropped to stay within capacity_bytes
@@ -78,7 +79,7 @@ struct BlockCacheStats {
   std::string ToString() const;
 };
 
-class BlockCache {
+class RANGEIO_EXPORT BlockCache {
  public:
   static Result<std::shared_ptr<BlockCache>> Make(
       const BlockCacheOptions& options = {});
@@ -95,7 +96,7 @@ class BlockCache {
 // with other credentials or another endpoint never gets these bytes); give
 // distinct identities to distinct objects that share one. Fails when
 // inner's size cannot be found.
-Result<std::shared_ptr<Source>> MakeCachedSource(
+RANGEIO_EXPORT Result<std::shared_ptr<Source>> MakeCachedSource(
     std::shared_ptr<Source> inner, std::shared_ptr<BlockCache> cache,
     std::string identity = "");
 

@@ -12,11 +12,12 @@
 #include <string>
 #include <string_view>
 
+#include "rangeio/export.h"
 #include "rangeio/status.h"
 
 namespace rangeio {
 
-struct ByteRange {
+struct RANGEIO_EXPORT ByteRange {
   uint64_t offset = 0;
   uint64_t length = 0;
 
@@ -45,11 +46,11 @@ struct ByteRange {
 // the range ends past `size`, ResourceExhausted when it is longer than one
 // buffer can hold on this machine. Every reader, batch and binding checks
 // its ranges with it.
-Status CheckRanges(std::span<const ByteRange> ranges, uint64_t size,
-                   std::string_view source);
+RANGEIO_EXPORT Status CheckRanges(std::span<const ByteRange> ranges,
+                                  uint64_t size, std::string_view source);
 // The same for one range, named without an index ("range [4096, 8192) of
 // ...").
-Status CheckRange(const ByteRange& range, uint64_t size,
-                  std::string_view source);
+RANGEIO_EXPORT Status CheckRange(const ByteRange& range, uint64_t size,
+                                 std::string_view source);
 
 }  // namespace rangeio

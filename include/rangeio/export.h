@@ -7,7 +7,7 @@
 #pragma once
 
 #if defined(__GNUC__)
-#define RANGEIO_EXPORT __attribute__((visibility("default")))
+#define RANGEIO_EXPORT [[gnu::visibility("default")]]
 #else
 #define RANGEIO_EXPORT
 #endif

@@ -180,8 +180,8 @@ struct RANGEIO_EXPORT HttpStats {
 // Size(): size_hint when given; otherwise the total of the first
 // Content-Range seen (by a read, or by one `GET bytes=0-0` that Size() sends
 // itself when no read has completed yet), cached. Never a HEAD.
-Result<std::shared_ptr<Source>> OpenHttpSource(const std::string& url,
-                                               const HttpOptions& options = {});
+RANGEIO_EXPORT Result<std::shared_ptr<Source>> OpenHttpSource(
+    const std::string& url, const HttpOptions& options = {});
 
 // A source reading s3://bucket/key. The key may hold any character (spaces,
 // '+', '=', '%', unicode, '/'): it is sent percent-encoded as S3 requires
@@ -189,13 +189,13 @@ Result<std::shared_ptr<Source>> OpenHttpSource(const std::string& url,
 // %XX). InvalidArgument for a malformed URL or invalid options;
 // PermissionDenied when no credentials are found (see S3Options). No I/O.
 // Size() as for OpenHttpSource.
-Result<std::shared_ptr<Source>> OpenS3Source(const std::string& s3_url,
-                                             const S3Options& options = {},
-                                             const HttpOptions& http = {});
+RANGEIO_EXPORT Result<std::shared_ptr<Source>> OpenS3Source(
+    const std::string& s3_url, const S3Options& options = {},
+    const HttpOptions& http = {});
 
 // The backend stats of a source made by OpenHttpSource or OpenS3Source,
 // also behind decorators (SourceWrapper: a BlockCache, ...);
 // InvalidArgument for any other source.
-Result<HttpStats> GetHttpStats(const Source& source);
+RANGEIO_EXPORT Result<HttpStats> GetHttpStats(const Source& source);
 
 }  // namespace rangeio

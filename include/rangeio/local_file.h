@@ -32,10 +32,10 @@ enum class LocalEngine {
 };
 
 // "auto", "pread", "uring".
-std::string_view LocalEngineName(LocalEngine engine);
+RANGEIO_EXPORT std::string_view LocalEngineName(LocalEngine engine);
 // The inverse of LocalEngineName; InvalidArgument naming `name` and the
 // valid names otherwise.
-Result<LocalEngine> ParseLocalEngine(std::string_view name);
+RANGEIO_EXPORT Result<LocalEngine> ParseLocalEngine(std::string_view name);
 
 // How a local file is read. Every field's details and the measurements
 // behind each default: docs/local-files.md and docs/options.md.
@@ -85,7 +85,7 @@ constexpr LocalEngine DefaultLocalEngine(bool direct) {
 // A local file read by the engine `options` chooses. Fails before any read
 // with NotFound / PermissionDenied / InvalidArgument (a directory, a bad
 // option, O_DIRECT unsupported) naming `path`.
-Result<std::shared_ptr<Source>> OpenLocalFile(
+RANGEIO_EXPORT Result<std::shared_ptr<Source>> OpenLocalFile(
     const std::string& path, const LocalFileOptions& options = {});
 
 }  // namespace rangeio

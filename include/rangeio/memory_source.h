@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "rangeio/export.h"
 #include "rangeio/slice.h"
 #include "rangeio/source.h"
 
@@ -18,7 +19,8 @@ namespace rangeio {
 // zero_copy, reads complete inline with Slices of `data` itself; without it,
 // each read copies its bytes into a new buffer (what a backend that owns its
 // buffers costs, and the baseline for the zero-copy path).
-std::shared_ptr<Source> MakeMemorySource(std::string name, Slice data,
-                                         bool zero_copy = true);
+RANGEIO_EXPORT std::shared_ptr<Source> MakeMemorySource(std::string name,
+                                                        Slice data,
+                                                        bool zero_copy = true);
 
 }  // namespace rangeio

@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "rangeio/export.h"
 #include "rangeio/http.h"
 #include "rangeio/local_file.h"
 #include "rangeio/options.h"
@@ -24,7 +25,7 @@
 namespace rangeio {
 
 // Options of every backend OpenSource may choose; each uses its own members.
-struct SourceOptions {
+struct RANGEIO_EXPORT SourceOptions {
   LocalFileOptions local;  // plain paths and file:// URLs
   HttpOptions http;        // http://, https:// and s3:// URLs
   S3Options s3;  // s3:// URLs: endpoint, region, addressing, credentials
@@ -46,8 +47,9 @@ struct SourceOptions {
 // SourceOptions::Set to `source` (applied over what it holds), the others
 // to Options::Parse (into `options`). An unknown key or a bad value is
 // InvalidArgument naming it (never the value of a credential).
-Status ParseOpenOptions(const std::map<std::string, std::string>& kv,
-                        Options* options, SourceOptions* source);
+RANGEIO_EXPORT Status
+ParseOpenOptions(const std::map<std::string, std::string>& kv, Options* options,
+                 SourceOptions* source);
 
 // Opens a source by URL or path. No I/O happens for object stores (the size
 // comes from the first ranged GET or from http.size_hint; never a HEAD):
@@ -61,7 +63,7 @@ Status ParseOpenOptions(const std::map<std::string, std::string>& kv,
 // Any other scheme is InvalidArgument naming it and listing the supported
 // ones; so are a file:// URL naming another host, a relative or empty
 // file:// path, and a bad escape. Errors name the URL without credentials.
-Result<std::shared_ptr<Source>> OpenSource(std::string_view url_or_path,
-                                           const SourceOptions& options = {});
+RANGEIO_EXPORT Result<std::shared_ptr<Source>> OpenSource(
+    std::string_view url_or_path, const SourceOptions& options = {});
 
 }  // namespace rangeio

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "rangeio/byte_range.h"
+#include "rangeio/export.h"
 #include "rangeio/status.h"
 
 namespace rangeio {
@@ -34,7 +35,7 @@ namespace rangeio {
 // The rules a plan obeys. Each field is named in errors by the key after it.
 // The field defaults are the ObjectStore() preset; where each preset's numbers
 // come from is written in planner.cc, above the preset.
-struct PlannerOptions {
+struct RANGEIO_EXPORT PlannerOptions {
   // split_bytes value that never splits (no range is longer than 2^64 - 1).
   static constexpr uint64_t kNoSplit = std::numeric_limits<uint64_t>::max();
   // max_overread_ratio value that puts no bound on over-read.
@@ -106,7 +107,7 @@ enum class ReadKind : uint8_t {
 };
 
 // "whole", "split part" or "oversize".
-std::string_view ReadKindName(ReadKind kind);
+RANGEIO_EXPORT std::string_view ReadKindName(ReadKind kind);
 
 // One read to issue against the source.
 struct PhysicalRead {
@@ -144,7 +145,7 @@ struct RangePart {
   friend bool operator==(const RangePart&, const RangePart&) = default;
 };
 
-struct Plan {
+struct RANGEIO_EXPORT Plan {
   // Sorted by offset; disjoint (each byte is read at most once).
   std::vector<PhysicalRead> reads;
   // locations[i] is where ranges[i] is: the map keeps request order.
@@ -194,7 +195,7 @@ inline constexpr uint64_t kMaxSplitParts = 1 << 20;
 // runs of small ranges could all share a read; plus O(1) per part of a split
 // range. Memory O(n + reads). About half the time of a large plan goes to
 // first-touching the plan's memory.
-Result<Plan> PlanReads(std::span<const ByteRange> ranges,
-                       const PlannerOptions& options);
+RANGEIO_EXPORT Result<Plan> PlanReads(std::span<const ByteRange> ranges,
+                                      const PlannerOptions& options);
 
 }  // namespace rangeio

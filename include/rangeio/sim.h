@@ -15,11 +15,12 @@
 #include <span>
 #include <string>
 
+#include "rangeio/export.h"
 #include "rangeio/source.h"
 
 namespace rangeio {
 
-struct LatencyModel {
+struct RANGEIO_EXPORT LatencyModel {
   enum class Kind {
     kFixed,        // every read takes `base`
     kEveryKth,     // read number n (0-based, in submission order) takes
@@ -53,13 +54,13 @@ struct LatencyModel {
 };
 
 // The byte the simulated store holds at `offset`.
-std::byte SimulatedByteAt(uint64_t offset);
+RANGEIO_EXPORT std::byte SimulatedByteAt(uint64_t offset);
 // Fills `out` with the simulated bytes starting at `offset`.
-void FillSimulatedBytes(uint64_t offset, std::span<std::byte> out);
+RANGEIO_EXPORT void FillSimulatedBytes(uint64_t offset,
+                                       std::span<std::byte> out);
 
 // InvalidArgument when the model is invalid.
-Result<std::shared_ptr<Source>> MakeSimulatedSource(std::string name,
-                                                    uint64_t size,
-                                                    LatencyModel model);
+RANGEIO_EXPORT Result<std::shared_ptr<Source>> MakeSimulatedSource(
+    std::string name, uint64_t size, LatencyModel model);
 
 }  // namespace rangeio

@@ -17,9 +17,11 @@
 #include <span>
 #include <string_view>
 
+#include "rangeio/export.h"
+
 namespace rangeio {
 
-class Slice {
+class RANGEIO_EXPORT Slice {
  public:
   Slice() = default;
   // A view of [data, data + size) kept alive by `owner`.

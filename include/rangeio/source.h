@@ -44,7 +44,7 @@ struct ReadRequest {
 };
 
 // Receives completions. `tag` is the value passed to Source::Read.
-class ReadSink {
+class RANGEIO_EXPORT ReadSink {
  public:
   // On success `bytes` holds exactly the requested length (the Reader turns
   // any other length into an IoError, never short data). On failure the

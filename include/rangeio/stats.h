@@ -16,12 +16,14 @@
 #include <cstdint>
 #include <string>
 
+#include "rangeio/export.h"
+
 namespace rangeio {
 
 // Latencies in nanoseconds: one bucket per value below 16, then 16 linear
 // sub-buckets per power of two up to 2^64 - 1: 976 buckets (7.6 KiB),
 // relative error of a percentile under 6.25%.
-class LatencyHistogram {
+class RANGEIO_EXPORT LatencyHistogram {
  public:
   static constexpr int kSubBits = 4;
   // BucketOf(UINT64_MAX) is the last one.
@@ -48,7 +50,7 @@ class LatencyHistogram {
   uint64_t max_ = 0;
 };
 
-struct Stats {
+struct RANGEIO_EXPORT Stats {
   // Backend reads that completed (successfully or not) and how.
   uint64_t physical_reads = 0;
   uint64_t physical_bytes = 0;  // bytes the backends returned

@@ -13,6 +13,8 @@
 #include <utility>
 #include <variant>
 
+#include "rangeio/export.h"
+
 namespace rangeio {
 
 enum class StatusCode : int {
@@ -28,9 +30,9 @@ enum class StatusCode : int {
 };
 
 // Stable lower-case name of a code, e.g. "out of range".
-std::string_view StatusCodeName(StatusCode code);
+RANGEIO_EXPORT std::string_view StatusCodeName(StatusCode code);
 
-class [[nodiscard]] Status {
+class [[nodiscard]] RANGEIO_EXPORT Status {
  public:
   Status() = default;  // OK
   Status(StatusCode code, std::string message)
