@@ -361,7 +361,7 @@ std::string CheckCase(const Case& c) {
   }
   for (size_t i = 0; i < c.ranges.size() && !refusal; ++i) {
     if (c.ranges[i].length > kMax - c.ranges[i].offset) {
-      refusal = "range #" + std::to_string(i) + " ";
+      refusal = "range " + std::to_string(i) + " (";
     }
   }
   if (!refusal) {

@@ -302,7 +302,7 @@ TEST(PlannerTest, OverflowingRangeIsRejectedByIndex) {
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(plan.status().message(),
-              AllOf(HasSubstr("range #2"), HasSubstr("18446744073709551614"),
+              AllOf(HasSubstr("range 2 (offset"), HasSubstr("18446744073709551614"),
                     HasSubstr("overflows 64 bits")));
 }
 

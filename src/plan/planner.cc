@@ -2,16 +2,12 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cmath>
 #include <limits>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "util/redact.h"
 
 namespace rangeio {
 namespace {
@@ -23,23 +19,6 @@ __extension__ typedef __int128 Int128;
 
 // The ratio is applied as floor(ratio * 2^32) / 2^32.
 constexpr int kRatioFractionBits = 32;
-
-Status Invalid(std::string_view key, std::string_view value,
-               std::string_view valid) {
-  // Escaped and bounded: keys and values come from a config (redact.h).
-  return Status::InvalidArgument("option " + detail::ForeignText(key) + "='" +
-                                 detail::ForeignText(value) +
-                                 "' is invalid: " + std::string(valid));
-}
-
-// The shortest text that parses back to `v` (std::to_chars): ToString's
-// output must round-trip through Options::Parse.
-std::string FormatDouble(double v) {
-  std::array<char, 64> buf{};
-  const auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);
-  if (ec != std::errc()) return "nan";
-  return std::string(buf.data(), end);
-}
 
 // A non-empty requested range: its offset and its index in the request.
 struct Entry {
@@ -348,108 +327,6 @@ class RunChooser {
 
 }  // namespace
 
-PlannerOptions PlannerOptions::None() {
-  PlannerOptions o;
-  o.coalesce = false;
-  o.coalesce_gap = 0;
-  o.max_overread_ratio = kNoOverreadLimit;
-  o.max_merged_bytes = std::numeric_limits<uint64_t>::max();
-  o.split_bytes = kNoSplit;
-  return o;
-}
-
-PlannerOptions PlannerOptions::Local() {
-  PlannerOptions o;
-  // Lance's block size for local files: one page. A hole of at most a page
-  // costs a copy of <= 4 KiB out of the page cache (well under a
-  // microsecond), less than the pread and pool hand-off it saves.
-  o.coalesce_gap = 4 << 10;
-  // Lance puts no ratio on local reads: every hole is already at most one
-  // page, and a local read has no per-request bill or throttle that would
-  // make a long run of small holes worth bounding separately.
-  o.max_overread_ratio = kNoOverreadLimit;
-  // At NVMe speeds (2-7 GB/s) an 8 MiB pread takes 1-4 ms, so per-call costs
-  // (microseconds) stay under 1%, while a 64 MiB range still spreads over 8
-  // pool threads and the default 64 MiB response budget holds 8 such reads.
-  o.max_merged_bytes = 8 << 20;
-  o.split_bytes = 8 << 20;
-  return o;
-}
-
-// The field defaults, reasoned:
-//  - coalesce_gap 64 KiB (Lance's object-store block size). A ranged GET pays
-//    ~10-30 ms to first byte and moves ~50-100 MB/s per connection, so a
-//    64 KiB hole costs ~1 ms of transfer: far less than another request, and
-//    S3 bills and throttles (5,500 GET/s per prefix) by request. Paimon's
-//    16 KiB and Arrow's 8 KiB leave such savings unused; the object_store
-//    crate's 1 MiB hole costs ~10-20 ms, as much as the request it saves, and
-//    holds response budget for bytes nobody asked for.
-//  - max_overread_ratio 2.0 (Paimon): whatever the gaps, at most half of a
-//    read is holes, so physical bytes <= 2 x requested bytes overall.
-//  - max_merged_bytes 16 MiB: the top of the S3 guidance of 8-16 MiB ranged
-//    requests. Arrow merges up to 32 MiB, but the default 64 MiB response
-//    budget would then hold only 2 reads; 16 MiB keeps 4.
-//  - split_bytes 16 MiB, equal to max_merged_bytes so that no read exceeds
-//    16 MiB. Equal parts of a longer range are in [8, 16] MiB: always inside
-//    the S3 guidance (8 MiB would give parts of [4, 8] MiB).
-PlannerOptions PlannerOptions::ObjectStore() { return PlannerOptions(); }
-
-Result<PlannerOptions> PlannerOptions::FromPreset(std::string_view name) {
-  if (name == "none") return None();
-  if (name == "local") return Local();
-  if (name == "object-store") return ObjectStore();
-  return Status::InvalidArgument("planner preset '" +
-                                 detail::ForeignText(name) +
-                                 "' is unknown (known: none, local, "
-                                 "object-store)");
-}
-
-Status PlannerOptions::Validate() const {
-  const double r = max_overread_ratio;
-  if (std::isnan(r) || r < 1.0 ||
-      (r > kMaxFiniteOverreadRatio && r != kNoOverreadLimit)) {
-    return Invalid("max-overread-ratio", FormatDouble(r),
-                   "valid 1.0..1000000, or inf for no limit");
-  }
-  if (max_merged_bytes == 0) {
-    return Invalid("max-merged-bytes", "0",
-                   "valid 1..18446744073709551615 bytes");
-  }
-  if (split_bytes == 0 ||
-      (split_bytes > max_merged_bytes && split_bytes != kNoSplit)) {
-    return Invalid("split-bytes", std::to_string(split_bytes),
-                   "valid 1..max-merged-bytes (" +
-                       std::to_string(max_merged_bytes) +
-                       ") bytes, or 18446744073709551615 to never split");
-  }
-  return Status::OK();
-}
-
-std::string PlannerOptions::ToString() const {
-  std::ostringstream o;
-  o << "coalesce=" << (coalesce ? "true" : "false")
-    << ",coalesce-gap=" << coalesce_gap << ",max-overread-ratio="
-    << (max_overread_ratio == kNoOverreadLimit
-            ? std::string("none")
-            : FormatDouble(max_overread_ratio))
-    << ",max-merged-bytes=" << max_merged_bytes << ",split-bytes="
-    << (split_bytes == kNoSplit ? std::string("none")
-                                : std::to_string(split_bytes));
-  return o.str();
-}
-
-std::string_view ReadKindName(ReadKind kind) {
-  switch (kind) {
-    case ReadKind::kWhole:
-      return "whole";
-    case ReadKind::kSplitPart:
-      return "split part";
-    case ReadKind::kOversize:
-      return "oversize";
-  }
-  return "unknown";
-}
-
 std::vector<RangePart> Plan::Parts(size_t index) const {
   const RangeLocation& loc = locations[index];
   std::vector<RangePart> parts;
@@ -466,17 +343,17 @@ std::vector<RangePart> Plan::Parts(size_t index) const {
   return parts;
 }
 
-Result<Plan> PlanReads(std::span<const ByteRange> ranges,
-                       const PlannerOptions& options) {
-  RANGEIO_RETURN_NOT_OK(options.Validate());
+namespace {
 
-  // Non-empty ranges by offset (an empty one needs no read).
+// The non-empty ranges by offset (an empty one needs no read); an error for
+// the first range whose end overflows.
+Result<std::vector<Entry>> ByOffset(std::span<const ByteRange> ranges) {
   std::vector<Entry> order;
   order.reserve(ranges.size());
   for (size_t i = 0; i < ranges.size(); ++i) {
     const ByteRange& r = ranges[i];
     if (r.length > std::numeric_limits<uint64_t>::max() - r.offset) {
-      return Status::InvalidArgument("range #" + std::to_string(i) +
+      return Status::InvalidArgument("range " + std::to_string(i) +
                                      " (offset " + std::to_string(r.offset) +
                                      ", length " + std::to_string(r.length) +
                                      "): offset + length overflows 64 bits");
@@ -484,7 +361,12 @@ Result<Plan> PlanReads(std::span<const ByteRange> ranges,
     if (r.length != 0) order.push_back({r.offset, i});
   }
   SortByOffset(order);
+  return order;
+}
 
+// Ranges sharing a byte joined into their union, in offset order.
+std::vector<Segment> Segments(std::span<const ByteRange> ranges,
+                              const std::vector<Entry>& order) {
   std::vector<Segment> segments;
   segments.reserve(order.size());
   for (const Entry& e : order) {
@@ -495,12 +377,17 @@ Result<Plan> PlanReads(std::span<const ByteRange> ranges,
       segments.back().end = std::max(segments.back().end, r.end());
     }
   }
+  return segments;
+}
 
-  Plan plan;
+// Marks the segments read alone (split into parts, or longer than a merged
+// read may be) and counts the requested bytes; returns the split parts.
+Result<uint64_t> MarkAlone(std::vector<Segment>& segments,
+                           const PlannerOptions& options, Plan* plan) {
   uint64_t split_parts = 0;
   for (Segment& seg : segments) {
     const uint64_t length = seg.length();
-    plan.requested_bytes += length;
+    plan->requested_bytes += length;
     if (length > options.split_bytes) {
       seg.parts = length / options.split_bytes +
                   (length % options.split_bytes != 0 ? 1 : 0);
@@ -520,8 +407,13 @@ Result<Plan> PlanReads(std::span<const ByteRange> ranges,
       seg.alone = true;
     }
   }
+  return split_parts;
+}
 
-  // Reads, run by run, and the first read of every segment.
+// The reads, run by run; returns the first read of every segment.
+std::vector<size_t> EmitReads(const std::vector<Segment>& segments,
+                              const PlannerOptions& options,
+                              uint64_t split_parts, Plan* plan) {
   const size_t n = segments.size();
   std::vector<bool> starts_run(n);
   size_t run_count = 0;
@@ -533,37 +425,42 @@ Result<Plan> PlanReads(std::span<const ByteRange> ranges,
     }
   }
   std::vector<size_t> first_read(n);
-  plan.reads.reserve(run_count + split_parts);
+  plan->reads.reserve(run_count + split_parts);
   for (size_t first = 0, last = 0; first < n; first = ++last) {
     while (last + 1 < n && !starts_run[last + 1]) ++last;
     const Segment& seg = segments[first];
-    for (size_t k = first; k <= last; ++k) first_read[k] = plan.reads.size();
+    for (size_t k = first; k <= last; ++k) first_read[k] = plan->reads.size();
     if (seg.parts > 1) {
       const SplitGeometry split(seg.length(), seg.parts);
       for (uint64_t p = 0; p < seg.parts; ++p) {
-        plan.reads.push_back({seg.start + split.Start(p), split.Length(p),
-                              ReadKind::kSplitPart});
+        plan->reads.push_back({seg.start + split.Start(p), split.Length(p),
+                               ReadKind::kSplitPart});
       }
     } else {
       const uint64_t length = segments[last].end - seg.start;
-      plan.reads.push_back({seg.start, length,
-                            length > options.max_merged_bytes
-                                ? ReadKind::kOversize
-                                : ReadKind::kWhole});
+      plan->reads.push_back({seg.start, length,
+                             length > options.max_merged_bytes
+                                 ? ReadKind::kOversize
+                                 : ReadKind::kWhole});
     }
   }
-  for (const PhysicalRead& read : plan.reads) {
-    plan.physical_bytes += read.length;
+  for (const PhysicalRead& read : plan->reads) {
+    plan->physical_bytes += read.length;
   }
+  return first_read;
+}
 
-  // The map: ranges by offset meet their segments in order.
-  plan.locations.resize(ranges.size());
+// The map: ranges by offset meet their segments in order.
+void Locate(std::span<const ByteRange> ranges, const std::vector<Entry>& order,
+            const std::vector<Segment>& segments,
+            const std::vector<size_t>& first_read, Plan* plan) {
+  plan->locations.resize(ranges.size());
   size_t k = 0;
   for (const Entry& e : order) {
     const ByteRange& r = ranges[e.index];
     while (r.offset >= segments[k].end) ++k;
     const Segment& seg = segments[k];
-    RangeLocation& loc = plan.locations[e.index];
+    RangeLocation& loc = plan->locations[e.index];
     loc.length = r.length;
     if (seg.parts > 1) {
       const SplitGeometry split(seg.length(), seg.parts);
@@ -574,10 +471,25 @@ Result<Plan> PlanReads(std::span<const ByteRange> ranges,
       loc.read_count = split.PartOf(x + r.length - 1) - part + 1;
     } else {
       loc.read = first_read[k];
-      loc.offset = r.offset - plan.reads[loc.read].offset;
+      loc.offset = r.offset - plan->reads[loc.read].offset;
       loc.read_count = 1;
     }
   }
+}
+
+}  // namespace
+
+Result<Plan> PlanReads(std::span<const ByteRange> ranges,
+                       const PlannerOptions& options) {
+  RANGEIO_RETURN_NOT_OK(options.Validate());
+  RANGEIO_ASSIGN_OR_RETURN(const std::vector<Entry> order, ByOffset(ranges));
+  std::vector<Segment> segments = Segments(ranges, order);
+  Plan plan;
+  RANGEIO_ASSIGN_OR_RETURN(const uint64_t split_parts,
+                           MarkAlone(segments, options, &plan));
+  const std::vector<size_t> first_read =
+      EmitReads(segments, options, split_parts, &plan);
+  Locate(ranges, order, segments, first_read, &plan);
   return plan;
 }
 
