@@ -41,6 +41,32 @@ class FakeDialect final : public HttpDialect {
   ErrorDetail detail_;
 };
 
+// The retry rule: full-jitter caps double from the base to the cap; the
+// attempts, the deadline and a Retry-After decide whether to go on.
+TEST(RetryRuleTest, BackoffCapsAndDecisions) {
+  HttpOptions o;  // base 50 ms, cap 5 s, 5 attempts, deadline 60 s
+  constexpr uint64_t kMs = 1'000'000;
+  EXPECT_EQ(BackoffCapNanos(o, 1), 50 * kMs);
+  EXPECT_EQ(BackoffCapNanos(o, 3), 200 * kMs);
+  EXPECT_EQ(BackoffCapNanos(o, 20), 5000 * kMs);
+  Attempt a;
+  a.cause = RetryCause::k5xx;
+  const uint64_t deadline = 60'000 * kMs;
+  RetryDecision d = DecideRetry(o, a, 2, 0, deadline, 30 * kMs);
+  EXPECT_TRUE(d.retry);
+  EXPECT_EQ(d.wait_ns, 30 * kMs);
+  a.retry_after_ns = 2000 * kMs;  // longer than the draw: honoured
+  EXPECT_EQ(DecideRetry(o, a, 2, 0, deadline, 30 * kMs).wait_ns, 2000 * kMs);
+  d = DecideRetry(o, a, 5, 0, deadline, 0);
+  EXPECT_FALSE(d.retry);
+  EXPECT_THAT(d.why, HasSubstr("gave up after 5 attempts"));
+  d = DecideRetry(o, a, 2, deadline - kMs, deadline, 0);
+  EXPECT_FALSE(d.retry);
+  EXPECT_THAT(d.why, HasSubstr("no time for attempt 3"));
+  d = DecideRetry(o, a, 2, deadline, deadline, 0);
+  EXPECT_THAT(d.why, HasSubstr("passed during attempt 2"));
+}
+
 TEST(ContentRangeTest, ParsesSpansAndUnsatisfiedForms) {
   auto cr = ParseContentRange("bytes 10-19/100");
   ASSERT_TRUE(cr.has_value());

@@ -21,9 +21,9 @@
 #include <utility>
 #include <vector>
 
-#include "util/clock.h"
 #include "http/endpoint_gate.h"
 #include "http/transfer.h"
+#include "util/clock.h"
 #include "util/thread_name.h"
 
 namespace rangeio::detail {
@@ -400,55 +400,21 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
       t->target->stats.Update([bytes](HttpStats& s) { s.bytes += bytes; });
       return Complete(t, std::move(t->buffer));
     }
-    const HttpOptions& o = t->target->options;
     if (a.cause == RetryCause::kNone) return Complete(t, std::move(a.status));
-    if (t->attempt >= o.max_attempts) {
-      return Fail(t, a.status,
-                  "gave up after " + std::to_string(t->attempt) + " attempts");
-    }
-    if (now >= t->deadline_ns) {
-      return Fail(t, a.status,
-                  "the deadline of " + std::to_string(o.deadline.count()) +
-                      " ms passed during attempt " +
-                      std::to_string(t->attempt));
-    }
-    // Full jitter: uniform in [0, min(cap, base * 2^(attempt - 1))].
-    const uint64_t cap =
-        std::min<uint64_t>(ToNanos(o.retry_max_backoff),
-                           ToNanos(o.retry_base_backoff)
-                               << std::min<uint32_t>(t->attempt - 1, 30));
-    uint64_t wait = std::uniform_int_distribution<uint64_t>(0, cap)(rng_);
-    wait = std::max(wait, a.retry_after_ns);
-    if (now + wait >= t->deadline_ns) {
-      return Fail(t, a.status,
-                  "no time for attempt " + std::to_string(t->attempt + 1) +
-                      " within the deadline of " +
-                      std::to_string(o.deadline.count()) + " ms");
-    }
+    const HttpOptions& o = t->target->options;
+    // Full jitter: uniform in [0, the cap].
+    const uint64_t jitter = std::uniform_int_distribution<uint64_t>(
+        0, BackoffCapNanos(o, t->attempt))(rng_);
+    const RetryDecision d =
+        DecideRetry(o, a, t->attempt, now, t->deadline_ns, jitter);
+    if (!d.retry) return Fail(t, a.status, d.why);
     const RetryCause cause = a.cause;
-    t->target->stats.Update([cause](HttpStats& s) {
-      switch (cause) {
-        case RetryCause::k5xx:
-          ++s.retries_5xx;
-          break;
-        case RetryCause::kThrottled:
-          ++s.retries_throttled;
-          break;
-        case RetryCause::kConnection:
-          ++s.retries_connection;
-          break;
-        case RetryCause::kTimeout:
-          ++s.retries_timeout;
-          break;
-        case RetryCause::kNone:
-          break;
-      }
-    });
+    t->target->stats.Update([cause](HttpStats& s) { CountRetry(cause, &s); });
     if (!t->retries.empty()) t->retries += ", ";
     t->retries += RetryCauseName(cause);
     t->previous = a.status.message();
     t->waiting = true;
-    retry_heap_.push({now + wait, t});
+    retry_heap_.push({now + d.wait_ns, t});
   }
 
   // Ends with Cancelled every active transfer that a request of `cancels`

@@ -28,11 +28,11 @@
 
 #include "http/endpoint_limit.h"
 #include "http/http_dialect.h"
-#include "util/mutex.h"
 #include "rangeio/byte_range.h"
 #include "rangeio/http.h"
 #include "rangeio/slice.h"
 #include "rangeio/source.h"
+#include "util/mutex.h"
 
 namespace rangeio::detail {
 

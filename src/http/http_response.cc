@@ -87,6 +87,57 @@ const char* RetryCauseName(RetryCause cause) {
   return "none";
 }
 
+void CountRetry(RetryCause cause, HttpStats* s) {
+  switch (cause) {
+    case RetryCause::k5xx:
+      ++s->retries_5xx;
+      break;
+    case RetryCause::kThrottled:
+      ++s->retries_throttled;
+      break;
+    case RetryCause::kConnection:
+      ++s->retries_connection;
+      break;
+    case RetryCause::kTimeout:
+      ++s->retries_timeout;
+      break;
+    case RetryCause::kNone:
+      break;
+  }
+}
+
+uint64_t BackoffCapNanos(const HttpOptions& o, uint32_t attempt) {
+  constexpr uint64_t kNanosPerMs = 1'000'000;
+  const auto ns = [](std::chrono::milliseconds ms) {
+    return static_cast<uint64_t>(ms.count()) * kNanosPerMs;
+  };
+  return std::min<uint64_t>(ns(o.retry_max_backoff),
+                            ns(o.retry_base_backoff)
+                                << std::min<uint32_t>(attempt - 1, 30));
+}
+
+RetryDecision DecideRetry(const HttpOptions& o, const Attempt& a,
+                          uint32_t attempts, uint64_t now_ns,
+                          uint64_t deadline_ns, uint64_t jitter_ns) {
+  const std::string deadline =
+      "the deadline of " + std::to_string(o.deadline.count()) + " ms";
+  if (attempts >= o.max_attempts) {
+    return {false, 0,
+            "gave up after " + std::to_string(attempts) + " attempts"};
+  }
+  if (now_ns >= deadline_ns) {
+    return {false, 0,
+            deadline + " passed during attempt " + std::to_string(attempts)};
+  }
+  const uint64_t wait = std::max(jitter_ns, a.retry_after_ns);
+  if (now_ns + wait >= deadline_ns) {
+    return {false, 0,
+            "no time for attempt " + std::to_string(attempts + 1) + " within " +
+                deadline};
+  }
+  return {true, wait, {}};
+}
+
 RetryCause RetryCauseOf(CURLcode rc) {
   switch (rc) {
     case CURLE_COULDNT_RESOLVE_HOST:

@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "rangeio/byte_range.h"
+#include "rangeio/http.h"
 #include "rangeio/status.h"
 
 namespace rangeio::detail {
@@ -39,6 +40,14 @@ enum class RetryCause { kNone, k5xx, kThrottled, kConnection, kTimeout };
 
 // "server error", "throttled", "connection", "timeout" ("none").
 const char* RetryCauseName(RetryCause cause);
+
+// Counts one retry in the counter of its cause (HttpStats::retries_*).
+void CountRetry(RetryCause cause, HttpStats* s);
+
+// The longest wait before the attempt after `attempt` (1, 2, ...): "full
+// jitter" draws the wait uniformly in [0, this], which is
+// min(retry_max_backoff, retry_base_backoff x 2^(attempt - 1)), in ns.
+uint64_t BackoffCapNanos(const HttpOptions& o, uint32_t attempt);
 
 // The retry cause of a libcurl result: connection failures and timeouts;
 // kNone for the rest (including CURLE_OK).
@@ -104,6 +113,19 @@ struct Attempt {
   // it (and fails the read if it contradicts the size already known).
   std::optional<uint64_t> object_size;
 };
+
+// After a failed attempt that may be retried (a.cause != kNone): retry
+// after `wait_ns`, or give up, `why` saying so. `attempts` were made so far;
+// `jitter_ns` is the full-jitter draw in [0, BackoffCapNanos]; a
+// Retry-After longer than it is honoured.
+struct RetryDecision {
+  bool retry = false;
+  uint64_t wait_ns = 0;
+  std::string why;
+};
+RetryDecision DecideRetry(const HttpOptions& o, const Attempt& a,
+                          uint32_t attempts, uint64_t now_ns,
+                          uint64_t deadline_ns, uint64_t jitter_ns);
 
 // Checks the headers of a 200 or 206 (`r.status`) before its body is taken
 // as `range`. On success, the object's size when the answer states it.

@@ -6,11 +6,11 @@
 #include <functional>
 #include <string>
 
+#include "rangeio/http.h"
 #include "util/buffer_pool.h"
 #include "util/clock.h"
 #include "util/mutex.h"
 #include "util/parse_text.h"
-#include "rangeio/http.h"
 #include "util/redact.h"
 
 namespace rangeio {
