@@ -10,9 +10,9 @@
 
 #include "http/http_response.h"
 #include "parse_fuzz.h"
-#include "util/redact.h"
 #include "s3/s3.h"
 #include "s3/s3_dialect.h"
+#include "util/redact.h"
 
 namespace rangeio::fuzz {
 namespace {

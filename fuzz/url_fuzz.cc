@@ -6,8 +6,8 @@
 #include <string_view>
 
 #include "parse_fuzz.h"
-#include "util/redact.h"
 #include "s3/s3.h"
+#include "util/redact.h"
 
 namespace rangeio::fuzz {
 

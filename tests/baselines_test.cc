@@ -32,8 +32,8 @@ using testing::StreamConsumer;
 TEST(ChunkBarrierTest, WaitsForTheWholeChunk) {
   constexpr uint32_t kC = 4;
   auto gate = GatedSource::Make("gate", 1ull << 36);
-  Reader reader = OpenReader(bench::WithChunkBarrier(gate, kC),
-                             LimitOptions(kC));
+  Reader reader =
+      OpenReader(bench::WithChunkBarrier(gate, kC), LimitOptions(kC));
   const auto ranges = SpreadRanges(12, 32);
   auto stream = reader.ReadRanges(ranges, Delivery::kAsCompleted);
   ASSERT_TRUE(stream.ok());

@@ -279,9 +279,9 @@ struct MultiSource {
   std::vector<std::shared_ptr<GatedSource>> gates;
   std::shared_ptr<BatchedReader> batched;
 };
-MultiSource OpenMulti(
-    int n, BatchOptions bo = {}, Options o = testing::LimitOptions(8),
-    GatedSource::Mode mode = GatedSource::Mode::kHold) {
+MultiSource OpenMulti(int n, BatchOptions bo = {},
+                      Options o = testing::LimitOptions(8),
+                      GatedSource::Mode mode = GatedSource::Mode::kHold) {
   MultiSource m;
   auto limiter = *Limiter::Make(o);
   std::vector<Reader> readers;
@@ -423,7 +423,8 @@ TEST(BatchedReaderMultiSourceTest, ManyThreadsHammerOneMultiSourceHandle) {
       GatedSource::Make("g1", kSize, GatedSource::Mode::kPassAsync),
       GatedSource::Make("g2", kSize, GatedSource::Mode::kPassAsync)};
   std::vector<Reader> readers;
-  for (auto& s : sources) readers.push_back(*Reader::Open(s, o.reader, limiter));
+  for (auto& s : sources)
+    readers.push_back(*Reader::Open(s, o.reader, limiter));
   auto batched = *BatchedReader::Open(std::move(readers));
   auto blob = *batched->Blob(2, kSize / 2, kSize / 4);
   EXPECT_EQ(Hammer(*batched, blob, kSize, 3, 4), 0);

@@ -32,7 +32,8 @@ TEST(CompletionQueueTest, GathersBatchedReadsAndStreams) {
   for (uint64_t i = 0; i < 5; ++i) {
     batched->ReadAsync({i * 1000, 10}, queue->Callback(i));
   }
-  const std::vector<ByteRange> ranges = testing::SpreadRanges(5, 10, 100, 50000);
+  const std::vector<ByteRange> ranges =
+      testing::SpreadRanges(5, 10, 100, 50000);
   ReadOptions ro;
   ro.per_range_errors = true;
   auto stream = reader.ReadRanges(ranges, queue->Options(100, 999, ro));
@@ -47,7 +48,8 @@ TEST(CompletionQueueTest, GathersBatchedReadsAndStreams) {
         EXPECT_THAT(c.result.status().ToString(), ::testing::HasSubstr("bad"));
         continue;
       }
-      ASSERT_TRUE(c.result.ok()) << c.tag << ": " << c.result.status().ToString();
+      ASSERT_TRUE(c.result.ok())
+          << c.tag << ": " << c.result.status().ToString();
       const ByteRange r =
           c.tag < 100 ? ByteRange{c.tag * 1000, 10} : ranges[c.tag - 100];
       EXPECT_TRUE(MatchesPattern(r, c.result->span())) << c.tag;

@@ -45,8 +45,9 @@ TEST(DeadlineTimerTest, RunsInDeadlineOrderTiesInSchedulingOrder) {
                    [rec, v] { rec->Add(v); });
   }
   for (int v : {10, 11, 12}) {
-    timer.Schedule(base + 5'000'000, [rec, v] { rec->Add(v); },
-                   DeadlineTimer::Precision::kPrecise);
+    timer.Schedule(
+        base + 5'000'000, [rec, v] { rec->Add(v); },
+        DeadlineTimer::Precision::kPrecise);
   }
   ASSERT_TRUE(testing::WaitUntil([&] { return rec->size() == 6; }));
   EXPECT_EQ(rec->got(), (std::vector<int>{1, 2, 3, 10, 11, 12}));
@@ -55,8 +56,8 @@ TEST(DeadlineTimerTest, RunsInDeadlineOrderTiesInSchedulingOrder) {
 TEST(DeadlineTimerTest, CancelBeforeItRunsWinsAfterItLoses) {
   auto rec = std::make_shared<Recorder>();
   DeadlineTimer& timer = DeadlineTimer::Get();
-  const uint64_t later = timer.Schedule(NowNanos() + 60'000'000'000,
-                                        [rec] { rec->Add(1); });
+  const uint64_t later =
+      timer.Schedule(NowNanos() + 60'000'000'000, [rec] { rec->Add(1); });
   const uint64_t now = timer.Schedule(NowNanos(), [rec] { rec->Add(2); });
   ASSERT_TRUE(testing::WaitUntil([&] { return rec->size() == 1; }));
   EXPECT_TRUE(timer.Cancel(later));

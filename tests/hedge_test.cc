@@ -11,10 +11,10 @@
 #include <thread>
 #include <vector>
 
-#include "stream/latency_tracker.h"
 #include "rangeio/rangeio.h"
 #include "rangeio/sim.h"
 #include "sim/latency_model.h"
+#include "stream/latency_tracker.h"
 #include "support/collecting_sink.h"
 #include "support/gated_source.h"
 
@@ -356,9 +356,10 @@ TEST(HedgeTest, ExactlyOnceUnderManyHedges) {
   EXPECT_LE(static_cast<double>(s.hedges_issued), 0.2 * 2000);
   EXPECT_LE(s.hedges_won, s.hedges_issued);
   const Stats l = reader->limiter()->GetStats();
-  EXPECT_LE(l.peak_in_flight, o.limiter.io_concurrency + o.ResolvedLimiter().hedge_reserve);
-  EXPECT_LE(l.peak_retained_count,
-            o.limiter.EffectiveResponseBudgetCount() + o.ResolvedLimiter().hedge_reserve);
+  EXPECT_LE(l.peak_in_flight,
+            o.limiter.io_concurrency + o.ResolvedLimiter().hedge_reserve);
+  EXPECT_LE(l.peak_retained_count, o.limiter.EffectiveResponseBudgetCount() +
+                                       o.ResolvedLimiter().hedge_reserve);
 }
 
 TEST(HedgeTest, SimulatedStoreCancelDropsTheTimer) {

@@ -37,7 +37,8 @@ TEST(LimiterTest, MakeResolvesBudgets) {
   ASSERT_NE(l, nullptr);
   EXPECT_EQ(l->io_concurrency(), 3u);
   EXPECT_EQ(l->response_budget_count(), 6u);
-  EXPECT_EQ(l->response_budget_bytes(), LimiterOptions::kDefaultResponseBudgetBytes);
+  EXPECT_EQ(l->response_budget_bytes(),
+            LimiterOptions::kDefaultResponseBudgetBytes);
 
   auto m = MakeLimiter(LimitOptions(5, 7, 4096));
   ASSERT_NE(m, nullptr);
@@ -78,9 +79,9 @@ TEST(LimiterTest, SharedLimiterRefusesReaderLimiterFields) {
   auto refused = Reader::Open(gate, LimitOptions(50, 7), limiter);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(refused.status().message(), HasSubstr("io-concurrency (alias read-thread-num)=50"));
   EXPECT_THAT(refused.status().message(),
-              HasSubstr("response-budget-count=7"));
+              HasSubstr("io-concurrency (alias read-thread-num)=50"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("response-budget-count=7"));
   Reader reader = OpenReader(gate, Options(), limiter);
   EXPECT_EQ(reader.limiter(), limiter);
   const auto ranges = SpreadRanges(10, 16);

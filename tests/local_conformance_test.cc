@@ -98,7 +98,8 @@ class LocalConformanceTest : public ::testing::TestWithParam<Engine> {
   // own read (no planner), so that reads are the ones the test describes.
   Reader OpenReader(std::shared_ptr<Source> source, Options options,
                     std::shared_ptr<Limiter> limiter = nullptr) {
-    if (!options.reader.planner) options.reader.planner = PlannerOptions::None();
+    if (!options.reader.planner)
+      options.reader.planner = PlannerOptions::None();
     auto reader = Reader::Open(std::move(source), options, std::move(limiter));
     EXPECT_TRUE(reader.ok()) << reader.status().ToString();
     return std::move(reader).value();

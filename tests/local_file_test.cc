@@ -26,12 +26,12 @@
 #include <vector>
 
 #include "local/local_read.h"
+#include "local/uring/uring_file.h"
 #include "rangeio/rangeio.h"
 #include "support/collecting_sink.h"
 #include "support/gated_source.h"
 #include "support/source_conformance.h"
 #include "support/test_util.h"
-#include "local/uring/uring_file.h"
 
 namespace rangeio {
 namespace {

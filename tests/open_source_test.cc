@@ -61,7 +61,8 @@ TEST_F(OpenSourceTest, OptionsReachTheLocalBackend) {
   o.local.threads = 3;
   auto source = OpenSource(Url("file://"), o);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
-  EXPECT_THAT((*source)->Info().description, HasSubstr("pread pool, up to 3 threads"));
+  EXPECT_THAT((*source)->Info().description,
+              HasSubstr("pread pool, up to 3 threads"));
   o.local.threads = 0;
   auto bad = OpenSource(Url("file://"), o);
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
@@ -142,7 +143,8 @@ TEST(OpenSourceDispatchTest, ObjectStoreUrlsOpenWithoutIo) {
     ASSERT_TRUE(source.ok()) << source.status().ToString();
     EXPECT_EQ((*source)->name(), c.name);
     EXPECT_THAT((*source)->Info().description, HasSubstr(c.describe));
-    EXPECT_THAT((*source)->Info().description, Not(HasSubstr("secret-never-shown")));
+    EXPECT_THAT((*source)->Info().description,
+                Not(HasSubstr("secret-never-shown")));
     auto http = GetHttpStats(**source);
     ASSERT_TRUE(http.ok());
     EXPECT_EQ(http->gets, 0u);
@@ -167,7 +169,8 @@ TEST(OpenSourceDispatchTest, HttpOptionsReachBothObjectStores) {
     ASSERT_TRUE(source.ok()) << source.status().ToString();
     EXPECT_EQ(*(*source)->Size(), 123u);  // the hint: no request
     EXPECT_EQ(GetHttpStats(**source)->gets, 0u);
-    EXPECT_THAT((*source)->Info().description, HasSubstr("up to 8 connections"));
+    EXPECT_THAT((*source)->Info().description,
+                HasSubstr("up to 8 connections"));
   }
 }
 

@@ -1,8 +1,6 @@
 // Options: defaults, Validate, Parse from key/value pairs, ToString.
 #include "rangeio/options.h"
 
-#include "rangeio/limiter.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +9,8 @@
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include "rangeio/limiter.h"
 
 namespace rangeio {
 namespace {
@@ -63,31 +63,39 @@ TEST(OptionsTest, ValidateBounds) {
   ExpectValid([](Options& o) { o.limiter.io_concurrency = 4097; }, false,
               "io-concurrency");
 
-  ExpectValid([](Options& o) { o.limiter.response_budget_count = 1'048'576; }, true,
-              "response-budget-count");
-  ExpectValid([](Options& o) { o.limiter.response_budget_count = 1'048'577; }, false,
-              "response-budget-count");
+  ExpectValid([](Options& o) { o.limiter.response_budget_count = 1'048'576; },
+              true, "response-budget-count");
+  ExpectValid([](Options& o) { o.limiter.response_budget_count = 1'048'577; },
+              false, "response-budget-count");
 
   ExpectValid([](Options& o) { o.limiter.response_budget_bytes = 0; }, false,
               "response-budget-bytes");
   ExpectValid([](Options& o) { o.limiter.response_budget_bytes = 1; }, true,
               "response-budget-bytes");
-  ExpectValid([](Options& o) { o.limiter.response_budget_bytes = 1ull << 40; }, true,
-              "response-budget-bytes");
-  ExpectValid([](Options& o) { o.limiter.response_budget_bytes = (1ull << 40) + 1; },
-              false, "response-budget-bytes");
-
-  ExpectValid([](Options& o) { o.reader.response_stall_timeout = milliseconds(0); },
-              false, "response-stall-timeout-ms");
-  ExpectValid([](Options& o) { o.reader.response_stall_timeout = milliseconds(-5); },
-              false, "response-stall-timeout-ms");
-  ExpectValid([](Options& o) { o.reader.response_stall_timeout = milliseconds(1); },
-              true, "response-stall-timeout-ms");
+  ExpectValid([](Options& o) { o.limiter.response_budget_bytes = 1ull << 40; },
+              true, "response-budget-bytes");
   ExpectValid(
-      [](Options& o) { o.reader.response_stall_timeout = milliseconds(86'400'000); },
+      [](Options& o) { o.limiter.response_budget_bytes = (1ull << 40) + 1; },
+      false, "response-budget-bytes");
+
+  ExpectValid(
+      [](Options& o) { o.reader.response_stall_timeout = milliseconds(0); },
+      false, "response-stall-timeout-ms");
+  ExpectValid(
+      [](Options& o) { o.reader.response_stall_timeout = milliseconds(-5); },
+      false, "response-stall-timeout-ms");
+  ExpectValid(
+      [](Options& o) { o.reader.response_stall_timeout = milliseconds(1); },
       true, "response-stall-timeout-ms");
   ExpectValid(
-      [](Options& o) { o.reader.response_stall_timeout = milliseconds(86'400'001); },
+      [](Options& o) {
+        o.reader.response_stall_timeout = milliseconds(86'400'000);
+      },
+      true, "response-stall-timeout-ms");
+  ExpectValid(
+      [](Options& o) {
+        o.reader.response_stall_timeout = milliseconds(86'400'001);
+      },
       false, "response-stall-timeout-ms");
 }
 
@@ -154,7 +162,8 @@ TEST(OptionsTest, ParseEmptyGivesDefaults) {
   EXPECT_EQ(m->limiter.io_concurrency, LimiterOptions::kDefaultIoConcurrency);
   auto s = Options::Parse(std::string_view(""));
   ASSERT_TRUE(s.ok()) << s.status().ToString();
-  EXPECT_EQ(s->limiter.response_budget_bytes, LimiterOptions::kDefaultResponseBudgetBytes);
+  EXPECT_EQ(s->limiter.response_budget_bytes,
+            LimiterOptions::kDefaultResponseBudgetBytes);
 }
 
 TEST(OptionsTest, ParseUntouchedKeysKeepDefaults) {
@@ -284,8 +293,8 @@ TEST(OptionsTest, ToStringRoundTrips) {
   o.reader.response_stall_timeout = milliseconds(77);
   std::string text = o.ToString();
   for (const char* key :
-       {"io-concurrency", "hedge-reserve", "response-budget-count", "response-budget-bytes",
-        "response-stall-timeout-ms"}) {
+       {"io-concurrency", "hedge-reserve", "response-budget-count",
+        "response-budget-bytes", "response-stall-timeout-ms"}) {
     EXPECT_THAT(text, HasSubstr(key));
   }
   auto back = Options::Parse(std::string_view(text));

@@ -301,9 +301,9 @@ TEST(PlannerTest, OverflowingRangeIsRejectedByIndex) {
   Result<Plan> plan = PlanReads(ranges, PlannerOptions());
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(plan.status().message(),
-              AllOf(HasSubstr("range 2 (offset"), HasSubstr("18446744073709551614"),
-                    HasSubstr("overflows 64 bits")));
+  EXPECT_THAT(plan.status().message(), AllOf(HasSubstr("range 2 (offset"),
+                                             HasSubstr("18446744073709551614"),
+                                             HasSubstr("overflows 64 bits")));
 }
 
 TEST(PlannerTest, RangesAtTheEndOfTheAddressSpace) {

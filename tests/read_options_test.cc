@@ -23,12 +23,12 @@ using std::chrono::milliseconds;
 using testing::ExpectEachIndexOnce;
 using testing::ExpectLimiterDrains;
 using testing::GatedSource;
+using ::testing::HasSubstr;
 using testing::LimitOptions;
 using testing::MatchesPattern;
 using testing::MiB;
 using testing::OpenReader;
 using testing::SpreadRanges;
-using ::testing::HasSubstr;
 
 // What a pushed stream handed to its callbacks: each result's index is
 // kept and its bytes checked against `ranges` (then released, as a consumer
@@ -328,8 +328,8 @@ TEST(PushTest, OnEndWithoutOnResultIsRefused) {
 // others go on.
 TEST(PerRangeErrorsTest, AFailedReadIsItsRangesResult) {
   for (Delivery delivery : {Delivery::kOrdered, Delivery::kAsCompleted}) {
-    auto gate = GatedSource::Make("obj", 1ull << 36,
-                                  GatedSource::Mode::kPassAsync);
+    auto gate =
+        GatedSource::Make("obj", 1ull << 36, GatedSource::Mode::kPassAsync);
     const auto ranges = SpreadRanges(10, 100);
     gate->FailOffset(ranges[3].offset, "bad block");
     gate->FailOffset(ranges[8].offset, "bad block");
@@ -370,13 +370,15 @@ TEST(PerRangeErrorsTest, AFailedReadIsItsRangesResult) {
 TEST(PerRangeErrorsTest, ACoalescedFailureIsRetriedRangeByRange) {
   for (Delivery delivery : {Delivery::kOrdered, Delivery::kAsCompleted}) {
     SCOPED_TRACE(delivery == Delivery::kOrdered ? "ordered" : "as-completed");
-    auto gate = GatedSource::Make("obj", 1 << 24, GatedSource::Mode::kPassAsync);
+    auto gate =
+        GatedSource::Make("obj", 1 << 24, GatedSource::Mode::kPassAsync);
     // Runs of three neighbours 1 MiB apart: each run one read.
     std::vector<ByteRange> ranges;
     for (uint64_t run = 0; run < 8; ++run) {
-      for (uint64_t k = 0; k < 3; ++k) ranges.push_back({run * MiB + k * 100, 50});
+      for (uint64_t k = 0; k < 3; ++k)
+        ranges.push_back({run * MiB + k * 100, 50});
     }
-    gate->FailOffset(2 * MiB, "bad block");      // run 2's read, and range 6
+    gate->FailOffset(2 * MiB, "bad block");        // run 2's read, and range 6
     gate->FailOffset(5 * MiB + 100, "bad block");  // range 16, alone only
     Options o = LimitOptions(2, 3);
     o.reader.planner = PlannerOptions::ObjectStore();
@@ -485,8 +487,8 @@ TEST(IssueOrderTest, SplitPartsStayTogether) {
   ASSERT_TRUE(out.status.ok()) << out.status.ToString();
   EXPECT_EQ(out.bad_bytes, 0u);
   EXPECT_EQ(gate->started_ranges(),
-            (std::vector<ByteRange>{{MiB, 100}, {0, 4096}, {4096, 4096},
-                                    {8192, 4096}}));
+            (std::vector<ByteRange>{
+                {MiB, 100}, {0, 4096}, {4096, 4096}, {8192, 4096}}));
 }
 
 // A planner given for one call replaces the reader's for that call only.

@@ -109,7 +109,6 @@ TEST(ReaderTest, RollingReleaseOfOneAdmitsExactlyOneMore) {
   EXPECT_EQ(gate->peak_outstanding(), kC);
 }
 
-
 // --- 2. Response budget --------------------------------------------------
 
 // A consumer that keeps every slice: the count budget caps what is retained

@@ -70,7 +70,8 @@ TEST_P(S3ServerTest, WrongAccessKeyIsInvalidAccessKeyIdWithoutTheSecret) {
   S3Options o = Options(s);
   o.access_key_id = "AKIDWRONG";
   o.secret_access_key = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzSECRET";
-  auto src = OpenS3Source("s3://" + s.bucket + "/pattern.bin", o, FastOptions());
+  auto src =
+      OpenS3Source("s3://" + s.bucket + "/pattern.bin", o, FastOptions());
   ASSERT_TRUE(src.ok()) << src.status().ToString();
   auto size = (*src)->Size();
   ASSERT_FALSE(size.ok());
@@ -89,7 +90,8 @@ TEST_P(S3ServerTest, WrongSecretIsSignatureDoesNotMatchWhereSignaturesCount) {
   RANGEIO_NEED_BACKEND(s, GetParam());
   S3Options o = Options(s);
   o.secret_access_key = "not-the-secret-" + o.secret_access_key;
-  auto src = OpenS3Source("s3://" + s.bucket + "/pattern.bin", o, FastOptions());
+  auto src =
+      OpenS3Source("s3://" + s.bucket + "/pattern.bin", o, FastOptions());
   ASSERT_TRUE(src.ok()) << src.status().ToString();
   auto bytes = ReadOnce(**src, {10, 100});
   if (!testing::VerifiesSignatures(GetParam())) {
@@ -138,7 +140,8 @@ TEST_P(S3ServerTest, SessionTokenIsSentAndSigned) {
   ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
   S3Options o = Options(s, proxy->base());
   o.session_token = "FwoGZXIvYXdzEJr//////////wEaDM+token=";
-  auto src = OpenS3Source("s3://" + s.bucket + "/pattern.bin", o, FastOptions());
+  auto src =
+      OpenS3Source("s3://" + s.bucket + "/pattern.bin", o, FastOptions());
   ASSERT_TRUE(src.ok());
   auto bytes = ReadOnce(**src, {10, 100});
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
@@ -155,7 +158,8 @@ TEST_P(S3ServerTest, SessionTokenIsSentAndSigned) {
 TEST_P(S3ServerTest, MissingBucketIsNoSuchBucket) {
   RANGEIO_NEED_SERVERS(s);
   RANGEIO_NEED_BACKEND(s, GetParam());
-  auto src = OpenS3Source("s3://no-such-bucket-here/pattern.bin", Options(s), FastOptions());
+  auto src = OpenS3Source("s3://no-such-bucket-here/pattern.bin", Options(s),
+                          FastOptions());
   ASSERT_TRUE(src.ok());
   auto size = (*src)->Size();
   ASSERT_FALSE(size.ok());

@@ -266,7 +266,8 @@ TEST_F(UringDirectTest, ArenaSlicesOutliveTheirSource) {
     ASSERT_TRUE(out.status.ok()) << out.status.ToString();
     ASSERT_EQ(out.indexes, (std::vector<size_t>{0, 1, 2, 3, 4, 5}));
     held = std::move(out.slices);
-    EXPECT_THAT(source->Info().description, HasSubstr("(6 into registered buffers)"));
+    EXPECT_THAT(source->Info().description,
+                HasSubstr("(6 into registered buffers)"));
     source.reset();  // the reader's is the last: the ring ends with it
   }
   ASSERT_EQ(held.size(), ranges.size());

@@ -33,9 +33,8 @@ py::object Pop(CompletionQueue& queue) {
   if (done.empty() && queue.closed()) return py::none();
   py::list out;
   for (CompletionQueue::Completion& c : done) {
-    py::object value = c.result.ok()
-                           ? MemoryViewOf(std::move(c.result).value())
-                           : MakeException(c.result.status());
+    py::object value = c.result.ok() ? MemoryViewOf(std::move(c.result).value())
+                                     : MakeException(c.result.status());
     out.append(py::make_tuple(c.tag, std::move(value)));
   }
   return out;

@@ -178,8 +178,8 @@ Reader OpenUrl(const std::string& url,
   {
     // Opening asks the source for its size: a stat or a first GET.
     GilRelease release;
-    reader.emplace(
-        Reader::OpenUrl(url, o.reader, std::move(o.source), std::move(limiter)));
+    reader.emplace(Reader::OpenUrl(url, o.reader, std::move(o.source),
+                                   std::move(limiter)));
   }
   return ValueOrThrow(std::move(*reader));
 }
@@ -190,9 +190,9 @@ Reader OpenOnSource(std::shared_ptr<Source> source,
                     std::shared_ptr<Limiter> limiter) {
   for (const auto& [key, value] : kv) {
     if (SourceOptions::IsKey(key)) {
-      throw StatusError(Status::InvalidArgument(
-          "option " + key + " opens a source; '" + source->name() +
-          "' is open already"));
+      throw StatusError(
+          Status::InvalidArgument("option " + key + " opens a source; '" +
+                                  source->name() + "' is open already"));
     }
   }
   return OpenReader(std::move(source), ParseOpenOptions(kv).reader,
@@ -360,9 +360,8 @@ void BindReader(py::module_& m) {
 
   m.def("_open_url", &OpenUrl, py::arg("url"), py::arg("options"),
         py::arg("limiter"));
-  m.def("_is_limiter_key", [](const std::string& key) {
-    return Options::IsLimiterKey(key);
-  });
+  m.def("_is_limiter_key",
+        [](const std::string& key) { return Options::IsLimiterKey(key); });
   m.def("_open_source", &OpenOnSource, py::arg("source"), py::arg("options"),
         py::arg("limiter"));
 }

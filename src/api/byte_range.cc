@@ -48,13 +48,14 @@ Status CheckOne(const ByteRange& r, std::optional<size_t> index, uint64_t size,
       "range " + (index ? std::to_string(*index) + " " : std::string());
   const std::string of = " of '" + std::string(source) + "': ";
   if (r.length > UINT64_MAX - r.offset) {
-    return Status::InvalidArgument(
-        what + "(offset " + std::to_string(r.offset) + ", length " +
-        std::to_string(r.length) + ")" + of + "offset + length overflows 64 bits");
+    return Status::InvalidArgument(what + "(offset " +
+                                   std::to_string(r.offset) + ", length " +
+                                   std::to_string(r.length) + ")" + of +
+                                   "offset + length overflows 64 bits");
   }
   if (r.end() > size) {
-    return Status::OutOfRange(what + r.ToString() + of +
-                              "ends past its size " + std::to_string(size));
+    return Status::OutOfRange(what + r.ToString() + of + "ends past its size " +
+                              std::to_string(size));
   }
   const uint64_t max_bytes = detail::MaxBufferBytes();
   if (r.length > max_bytes) {

@@ -43,9 +43,9 @@ std::function<void(Result<Slice>)> CompletionQueue::Callback(uint64_t tag) {
 ReadOptions CompletionQueue::Options(uint64_t tag_base, uint64_t end_tag,
                                      ReadOptions options) {
   options.on_result = [self = shared_from_this(), tag_base](RangeResult r) {
-    self->Push(tag_base + r.index,
-               r.status.ok() ? Result<Slice>(std::move(r.bytes))
-                             : Result<Slice>(std::move(r.status)));
+    self->Push(tag_base + r.index, r.status.ok()
+                                       ? Result<Slice>(std::move(r.bytes))
+                                       : Result<Slice>(std::move(r.status)));
   };
   options.on_end = [self = shared_from_this(), end_tag](Status st) {
     if (!st.ok()) self->Push(end_tag, std::move(st));

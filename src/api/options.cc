@@ -292,10 +292,15 @@ bool Options::IsLimiterKey(std::string_view key) {
 }
 
 bool Options::IsKey(std::string_view key) {
-  static constexpr std::string_view kNames[] = {
-      "io-concurrency",  "read-thread-num", "response-budget-count",
-      "response-budget-bytes", "hedge-reserve",
-      "response-stall-timeout-ms", "planner", "hedge", "hedge-budget"};
+  static constexpr std::string_view kNames[] = {"io-concurrency",
+                                                "read-thread-num",
+                                                "response-budget-count",
+                                                "response-budget-bytes",
+                                                "hedge-reserve",
+                                                "response-stall-timeout-ms",
+                                                "planner",
+                                                "hedge",
+                                                "hedge-budget"};
   for (std::string_view k : kNames) {
     if (k == key) return true;
   }
@@ -355,11 +360,10 @@ std::string Options::ToString() const {
     << ",hedge-reserve=" << limiter.hedge_reserve
     << ",response-stall-timeout-ms=" << r.response_stall_timeout.count()
     << ",hedge="
-    << (r.hedge == ReaderOptions::Hedge::kOff    ? std::string("off")
-        : r.hedge == ReaderOptions::Hedge::kAuto ? std::string("auto")
-                                                 : std::to_string(
-                                                       r.hedge_after.count()) +
-                                                       "us")
+    << (r.hedge == ReaderOptions::Hedge::kOff ? std::string("off")
+        : r.hedge == ReaderOptions::Hedge::kAuto
+            ? std::string("auto")
+            : std::to_string(r.hedge_after.count()) + "us")
     << ",hedge-budget=" << r.hedge_budget;
   if (r.planner) o << "," << r.planner->ToString();
   return o.str();

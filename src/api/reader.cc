@@ -47,8 +47,8 @@ std::string ChangedLimiterKeys(const LimiterOptions& o) {
   const LimiterOptions d;
   std::string out;
   auto add = [&out](const char* key, uint64_t v) {
-    out += (out.empty() ? "" : ", ") + std::string(key) + "=" +
-           std::to_string(v);
+    out +=
+        (out.empty() ? "" : ", ") + std::string(key) + "=" + std::to_string(v);
   };
   if (o.io_concurrency != d.io_concurrency) {
     add("io-concurrency (alias read-thread-num)", o.io_concurrency);
@@ -158,9 +158,8 @@ Status Drain(const Reader& reader, std::span<const ByteRange> ranges,
   ReadOptions o;
   o.delivery = Delivery::kAsCompleted;
   o.priority = priority;
-  RANGEIO_ASSIGN_OR_RETURN(
-      RangeStream stream,
-      detail::ReaderAccess::ReadRanges(reader, ranges, o, whole));
+  RANGEIO_ASSIGN_OR_RETURN(RangeStream stream, detail::ReaderAccess::ReadRanges(
+                                                   reader, ranges, o, whole));
   for (;;) {
     RANGEIO_ASSIGN_OR_RETURN(std::optional<RangeResult> r, stream.Next());
     if (!r) return Status::OK();
@@ -171,10 +170,9 @@ Status Drain(const Reader& reader, std::span<const ByteRange> ranges,
 Result<std::vector<Slice>> Reader::ReadAll(std::span<const ByteRange> ranges,
                                            Priority priority) const {
   std::vector<Slice> out(ranges.size());
-  RANGEIO_RETURN_NOT_OK(Drain(*this, ranges, priority, true,
-                              [&out](size_t i, Slice bytes) {
-                                out[i] = std::move(bytes);
-                              }));
+  RANGEIO_RETURN_NOT_OK(
+      Drain(*this, ranges, priority, true,
+            [&out](size_t i, Slice bytes) { out[i] = std::move(bytes); }));
   return out;
 }
 
@@ -182,25 +180,25 @@ Status Reader::ReadInto(std::span<const ByteRange> ranges,
                         std::span<const std::span<std::byte>> buffers,
                         Priority priority) const {
   if (buffers.size() != ranges.size()) {
-    return Status::InvalidArgument(
-        "ReadInto of '" + source_->name() + "': " +
-        std::to_string(ranges.size()) + " ranges but " +
-        std::to_string(buffers.size()) + " buffers");
+    return Status::InvalidArgument("ReadInto of '" + source_->name() +
+                                   "': " + std::to_string(ranges.size()) +
+                                   " ranges but " +
+                                   std::to_string(buffers.size()) + " buffers");
   }
   for (size_t i = 0; i < ranges.size(); ++i) {
     if (buffers[i].size() != ranges[i].length) {
       return Status::InvalidArgument(
-          "ReadInto of '" + source_->name() + "': buffer " +
-          std::to_string(i) + " holds " + std::to_string(buffers[i].size()) +
-          " bytes for range " + std::to_string(i) + " of " +
-          std::to_string(ranges[i].length));
+          "ReadInto of '" + source_->name() + "': buffer " + std::to_string(i) +
+          " holds " + std::to_string(buffers[i].size()) + " bytes for range " +
+          std::to_string(i) + " of " + std::to_string(ranges[i].length));
     }
   }
-  return Drain(*this, ranges, priority, false, [&](size_t i, Slice bytes) {
-    if (!bytes.empty()) {
-      std::memcpy(buffers[i].data(), bytes.data(), bytes.size());
-    }
-  });
+  return Drain(*this, ranges, priority, false,
+               [&](size_t i, const Slice& bytes) {
+                 if (!bytes.empty()) {
+                   std::memcpy(buffers[i].data(), bytes.data(), bytes.size());
+                 }
+               });
 }
 
 Result<Slice> Reader::Read(ByteRange range, Priority priority) const {

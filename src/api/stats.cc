@@ -67,13 +67,13 @@ std::string Stats::ToString() const {
     << "\nread_latency_p50_us " << us(read_latency.Percentile(0.5))
     << "\nread_latency_p99_us " << us(read_latency.Percentile(0.99))
     << "\nread_latency_max_us " << us(read_latency.max_nanos())
-    << "\nranges_retried " << ranges_retried
-    << "\nhedges_issued " << hedges_issued << "\nhedges_won " << hedges_won
-    << "\nhedged_bytes " << hedged_bytes << "\nin_flight " << in_flight
-    << "\npeak_in_flight " << peak_in_flight << "\nretained_count "
-    << retained_count << "\npeak_retained_count " << peak_retained_count
-    << "\nretained_bytes " << retained_bytes << "\npeak_retained_bytes "
-    << peak_retained_bytes << "\nwaiting_streams " << waiting_streams << "\n";
+    << "\nranges_retried " << ranges_retried << "\nhedges_issued "
+    << hedges_issued << "\nhedges_won " << hedges_won << "\nhedged_bytes "
+    << hedged_bytes << "\nin_flight " << in_flight << "\npeak_in_flight "
+    << peak_in_flight << "\nretained_count " << retained_count
+    << "\npeak_retained_count " << peak_retained_count << "\nretained_bytes "
+    << retained_bytes << "\npeak_retained_bytes " << peak_retained_bytes
+    << "\nwaiting_streams " << waiting_streams << "\n";
   return o.str();
 }
 

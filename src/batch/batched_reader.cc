@@ -189,7 +189,7 @@ class Core : public std::enable_shared_from_this<Core> {
       Call(req, r.status.ok() ? Result<Slice>(std::move(r.bytes))
                               : Result<Slice>(std::move(r.status)));
     };
-    o.on_end = [batch, k](Status st) { GroupEnded(batch, k, std::move(st)); };
+    o.on_end = [batch, k](const Status& st) { GroupEnded(batch, k, st); };
     Result<RangeStream> stream = readers_[g.source].ReadRanges(ranges, o);
     if (!stream.ok()) {
       GroupEnded(batch, k, stream.status());
@@ -209,17 +209,16 @@ class Core : public std::enable_shared_from_this<Core> {
   // A group's stream ended: requests it did not deliver get its error (a
   // stall, or the error that refused the stream before any I/O).
   static void GroupEnded(const std::shared_ptr<Batch>& batch, size_t k,
-                         Status st) {
+                         const Status& st) {
     Group& g = batch->groups[k];
     for (size_t j = 0; j < g.members.size(); ++j) {
       if (g.delivered[j]) continue;
       g.delivered[j] = true;
       Call(batch->requests[g.members[j]],
-           st.ok() ? Status::Internal("rangeio: a batch's stream of '" +
-                                      batch->core->reader(g.source)
-                                          .source()
-                                          ->name() +
-                                      "' ended without this range")
+           st.ok() ? Status::Internal(
+                         "rangeio: a batch's stream of '" +
+                         batch->core->reader(g.source).source()->name() +
+                         "' ended without this range")
                    : st);
     }
     std::optional<RangeStream> ended;  // dropped last, outside the lock
@@ -348,8 +347,7 @@ Result<std::shared_ptr<BatchedReader>> BatchedReader::Open(
       options.max_batches != 0
           ? options.max_batches
           : static_cast<uint32_t>(std::min<uint64_t>(concurrency, 4096));
-  auto core =
-      std::make_shared<Core>(std::move(readers), options, max_batches);
+  auto core = std::make_shared<Core>(std::move(readers), options, max_batches);
   return std::shared_ptr<BatchedReader>(
       std::make_shared<BatchedReaderImpl>(std::move(core), std::move(sizes)));
 }
@@ -391,11 +389,10 @@ Result<Slice> BlobHandle::Read(ByteRange range) const {
 
 void BlobHandle::ReadAsync(ByteRange range,
                            std::function<void(Result<Slice>)> done) const {
-  Status st = CheckRange(
-      range, size_,
-      "blob [" + std::to_string(offset_) + ", " +
-          std::to_string(offset_ + size_) + ") of " +
-          object_->reader(source_).source()->name());
+  Status st = CheckRange(range, size_,
+                         "blob [" + std::to_string(offset_) + ", " +
+                             std::to_string(offset_ + size_) + ") of " +
+                             object_->reader(source_).source()->name());
   if (!st.ok()) {
     done(std::move(st));
     return;

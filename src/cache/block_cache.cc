@@ -13,8 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "util/mutex.h"
 #include "rangeio/planner.h"
+#include "util/mutex.h"
 
 namespace rangeio {
 namespace {
@@ -313,11 +313,11 @@ class CachedSource final : public SourceWrapper {
   Result<uint64_t> Size() override { return size_; }
   SourceInfo Info() const override {
     SourceInfo info = inner_->Info();
-    info.description = "block cache of " + std::to_string(o_.block_bytes) +
-                       "-byte blocks over " +
-                       (info.description.empty() ? std::string("'") +
-                                                       name() + "'"
-                                                 : info.description);
+    info.description =
+        "block cache of " + std::to_string(o_.block_bytes) +
+        "-byte blocks over " +
+        (info.description.empty() ? std::string("'") + name() + "'"
+                                  : info.description);
     return info;
   }
 

@@ -21,9 +21,9 @@
 #include <memory>
 #include <vector>
 
-#include "util/mutex.h"
 #include "rangeio/limiter.h"
 #include "rangeio/stats.h"
+#include "util/mutex.h"
 #include "util/stats_recorder.h"
 
 namespace rangeio::detail {

@@ -7,8 +7,8 @@
 
 #include "local/local_read.h"
 #include "local/pread/pread_file.h"
-#include "rangeio/source.h"
 #include "local/uring/uring_file.h"
+#include "rangeio/source.h"
 
 namespace rangeio {
 
@@ -39,8 +39,8 @@ Result<std::shared_ptr<Source>> OpenLocalFile(const std::string& path,
   const uint32_t threads = options.ThreadsOrDefault();
   if (threads < 1 || threads > 4096) {
     return Status::InvalidArgument(
-        "LocalFileOptions.threads=" + std::to_string(threads) +
-        " for '" + path + "' is invalid: valid 1..4096");
+        "LocalFileOptions.threads=" + std::to_string(threads) + " for '" +
+        path + "' is invalid: valid 1..4096");
   }
   if (options.hit_threads && *options.hit_threads > 4096) {
     return Status::InvalidArgument(

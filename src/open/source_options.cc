@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "util/parse_text.h"
 #include "rangeio/open_source.h"
+#include "util/parse_text.h"
 #include "util/redact.h"
 
 namespace rangeio {
@@ -214,8 +214,7 @@ Status ParseOpenOptions(const std::map<std::string, std::string>& kv,
     }
   }
   Result<Options> parsed = Options::Parse(reader_kv);
-  if (!parsed.ok() &&
-      parsed.status().message().starts_with("unknown option")) {
+  if (!parsed.ok() && parsed.status().message().starts_with("unknown option")) {
     return Status::InvalidArgument(
         parsed.status().message() +
         "; or a source option: see docs/options.md, \"Source options\"");

@@ -8,9 +8,9 @@
 #include "http/curl_engine.h"
 #include "http/http_source.h"
 #include "rangeio/http.h"
-#include "util/redact.h"
 #include "s3/s3.h"
 #include "s3/s3_dialect.h"
+#include "util/redact.h"
 
 namespace rangeio {
 

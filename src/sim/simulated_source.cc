@@ -12,13 +12,13 @@
 #include <utility>
 #include <vector>
 
+#include "rangeio/planner.h"
+#include "rangeio/sim.h"
+#include "sim/latency_model.h"
 #include "util/buffer_pool.h"
 #include "util/clock.h"
 #include "util/deadline_timer.h"
 #include "util/mutex.h"
-#include "rangeio/planner.h"
-#include "rangeio/sim.h"
-#include "sim/latency_model.h"
 
 namespace rangeio {
 
@@ -191,7 +191,8 @@ class PendingReads {
  private:
   struct KeyHash {
     size_t operator()(const std::pair<ReadSink*, uint64_t>& k) const {
-      return std::hash<const void*>()(k.first) ^ (k.second * 0x9E3779B97F4A7C15ull);
+      return std::hash<const void*>()(k.first) ^
+             (k.second * 0x9E3779B97F4A7C15ull);
     }
   };
   detail::Mutex mu_;
@@ -203,8 +204,8 @@ class PendingReads {
 // read's error: nothing may escape the timer thread).
 void CompleteSimulatedRead(ByteRange range, ReadSink* sink, uint64_t tag) {
   std::byte* dst = nullptr;
-  Result<Slice> bytes = detail::TryAllocateSlice(
-      range.length, &dst, "reading " + range.ToString());
+  Result<Slice> bytes = detail::TryAllocateSlice(range.length, &dst,
+                                                 "reading " + range.ToString());
   if (bytes.ok()) FillSimulatedBytes(range.offset, {dst, range.length});
   sink->OnReadDone(tag, std::move(bytes));
 }

@@ -86,8 +86,9 @@ void OrderByRequest(Plan* plan) {
     blocks.back().key = std::min(blocks.back().key, first[p]);
     blocks.back().end = p + 1;
   }
-  std::stable_sort(blocks.begin(), blocks.end(),
-                   [](const Block& a, const Block& b) { return a.key < b.key; });
+  std::stable_sort(
+      blocks.begin(), blocks.end(),
+      [](const Block& a, const Block& b) { return a.key < b.key; });
   std::vector<PhysicalRead> reads;
   std::vector<size_t> moved_to(n);
   reads.reserve(n);

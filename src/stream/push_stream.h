@@ -31,7 +31,8 @@ class PushStream final : public StreamBase,
                          public StreamListener,
                          public std::enable_shared_from_this<PushStream> {
  public:
-  PushStream(std::shared_ptr<StreamBase> inner, ReadOptions::ResultCallback on_result,
+  PushStream(std::shared_ptr<StreamBase> inner,
+             ReadOptions::ResultCallback on_result,
              ReadOptions::EndCallback on_end)
       : inner_(std::move(inner)),
         on_result_(std::move(on_result)),

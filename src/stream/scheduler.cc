@@ -68,7 +68,8 @@ void Scheduler::SetListener(std::shared_ptr<StreamListener> listener) {
 }
 
 // Tells the listener (copied under mu_) of a change, with mu_ released.
-void Scheduler::NotifyListener(std::shared_ptr<StreamListener> listener) {
+void Scheduler::NotifyListener(
+    const std::shared_ptr<StreamListener>& listener) {
   if (listener) listener->OnStreamChange();
 }
 
@@ -92,7 +93,7 @@ void Scheduler::OnGrant(uint64_t first, uint64_t n) {
         MutexLock lk(mu_);
         listener = listener_;
       }
-      NotifyListener(std::move(listener));
+      NotifyListener(listener);
       return;
     }
     for (uint64_t j = 0; j < k; ++j) reads[j] = {ranges_[first + j], tags[j]};
@@ -249,7 +250,7 @@ void Scheduler::CompleteReads(std::span<ReadCompletion> done) {
     if (listener_ && settled.reads > 0) listener = listener_;
   }
   FinishSettling(settled);
-  NotifyListener(std::move(listener));
+  NotifyListener(listener);
 }
 
 // What a batch's settling left, without mu_: the permits go back (they may
@@ -397,7 +398,7 @@ void Scheduler::Finish() {
     ChangedLocked();
     listener = std::move(listener_);  // no change comes after this one
   }
-  NotifyListener(std::move(listener));
+  NotifyListener(listener);
   limiter_->Withdraw(this);
   // Reads in flight keep this stream alive (keepalive_) until they complete.
   if (cancel_reads) source_->Cancel(this, Source::kAllReads);

@@ -32,14 +32,14 @@
 #include <vector>
 
 #include "limiter/limiter_core.h"
-#include "util/mutex.h"
 #include "rangeio/byte_range.h"
 #include "rangeio/options.h"
 #include "rangeio/reader.h"
 #include "rangeio/source.h"
-#include "util/stats_recorder.h"
 #include "stream/hedge_policy.h"
 #include "stream/stream_base.h"
+#include "util/mutex.h"
+#include "util/stats_recorder.h"
 
 namespace rangeio::detail {
 
@@ -155,10 +155,10 @@ class Scheduler final : public StreamBase,
     uint64_t reads = 0;  // reads settled: their I/O permits go back
     uint64_t dropped = 0;
     uint64_t dropped_bytes = 0;
-    uint64_t won = 0;  // settled by their hedge
+    uint64_t won = 0;          // settled by their hedge
     uint64_t hedge_bytes = 0;  // hedge permits to return, by bytes
     uint64_t hedges_done = 0;
-    std::vector<uint64_t> cancel;  // losers to cancel in the backend
+    std::vector<uint64_t> cancel;        // losers to cancel in the backend
     std::vector<Result<Slice>> garbage;  // losers' bytes, freed unlocked
   };
 
@@ -187,7 +187,7 @@ class Scheduler final : public StreamBase,
 
   // --- Completion ---
   void CompleteReads(std::span<ReadCompletion> done) EXCLUDES(mu_);
-  void NotifyListener(std::shared_ptr<StreamListener> listener);
+  static void NotifyListener(const std::shared_ptr<StreamListener>& listener);
   void CheckLength(ReadCompletion& done) const;
   // A slot's index, read without mu_ by the completion of its read.
   uint64_t InFlightIndex(uint64_t tag) const

@@ -6,8 +6,8 @@
 #include <thread>
 #include <utility>
 
-#include "util/clock.h"
 #include "stream/scheduler.h"
+#include "util/clock.h"
 
 namespace rangeio::detail {
 
@@ -235,7 +235,7 @@ void Scheduler::SleepLocked(MutexLock& lk) {
 }
 
 void Scheduler::SleepAtMostLocked(MutexLock& lk,
-                                    std::chrono::nanoseconds timeout) {
+                                  std::chrono::nanoseconds timeout) {
   consumer_waiting_ = true;
   cv_.WaitFor(lk, timeout);
   consumer_waiting_ = false;

@@ -14,8 +14,7 @@ namespace rangeio::detail {
 
 // One timer entry per batch of reads (one OnGrant's ReadMany); it holds the
 // stream weakly, so a stream that is done is not kept alive by it.
-void Scheduler::ArmHedges(const uint64_t* tags, uint64_t n,
-                          uint64_t delay_ns) {
+void Scheduler::ArmHedges(const uint64_t* tags, uint64_t n, uint64_t delay_ns) {
   std::vector<uint64_t> batch(tags, tags + n);
   DeadlineTimer::Get().Schedule(
       NowNanos() + delay_ns,

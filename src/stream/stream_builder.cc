@@ -78,10 +78,10 @@ Result<std::shared_ptr<StreamBase>> StartStream(
   }
   RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, source.Size());
   RANGEIO_RETURN_NOT_OK(CheckRanges(ranges, size, source.name()));
-  const PlannerOptions planner =
-      options.planner          ? *options.planner
-      : reader.options->planner ? *reader.options->planner
-                                : source.Info().planner;
+  const PlannerOptions planner = options.planner ? *options.planner
+                                 : reader.options->planner
+                                     ? *reader.options->planner
+                                     : source.Info().planner;
   // Ranges the source holds in memory are handed out with no read at all.
   std::vector<std::optional<Slice>> hits;
   const size_t n_hits = source.ReadCached(ranges, &hits);
@@ -107,9 +107,8 @@ Result<std::shared_ptr<StreamBase>> StartStream(
     for (const PhysicalRead& r : map->plan.reads) reads.push_back(r.range());
     SchedulerConfig config = ConfigOf(reader, options);
     config.describe = [map](uint64_t p) { return map->Describe(p); };
-    auto physical =
-        std::make_shared<Scheduler>(reader.source, reader.limiter,
-                                    reader.stats, std::move(reads), config);
+    auto physical = std::make_shared<Scheduler>(
+        reader.source, reader.limiter, reader.stats, std::move(reads), config);
     PlannedStream::RetryFactory retry;
     if (options.per_range_errors) {
       SchedulerConfig again = ConfigOf(reader, options);
@@ -132,8 +131,8 @@ Result<std::shared_ptr<StreamBase>> StartStream(
     stream = std::move(planned);
   }
   if (!options.on_result) return stream;
-  auto push = std::make_shared<PushStream>(std::move(stream),
-                                           options.on_result, options.on_end);
+  auto push = std::make_shared<PushStream>(std::move(stream), options.on_result,
+                                           options.on_end);
   push->Start();
   return std::shared_ptr<StreamBase>(std::move(push));
 }

@@ -3,8 +3,8 @@
 
 #include <cstdint>
 
-#include "util/mutex.h"
 #include "rangeio/stats.h"
+#include "util/mutex.h"
 
 namespace rangeio::detail {
 

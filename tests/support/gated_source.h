@@ -106,8 +106,8 @@ class GatedSource final : public Source {
   uint64_t bytes_returned() const;  // bytes of successful reads
   std::vector<ByteRange> started_ranges() const;  // in submission order
   void ClearStarted();  // forgets started_ranges() so far
-  std::vector<ByteRange> held_ranges() const;     // oldest first
-  std::vector<uint64_t> held_tags() const;        // oldest first
+  std::vector<ByteRange> held_ranges() const;  // oldest first
+  std::vector<uint64_t> held_tags() const;     // oldest first
 
   // Waits until `pred(*this)` holds (re-evaluated on every gate event);
   // false after `timeout`. The timeout only guards against a hang.

@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "util/mutex.h"
 #include "rangeio/planner.h"
+#include "util/mutex.h"
 #include "util/thread_name.h"
 
 namespace rangeio::detail {
@@ -404,11 +404,11 @@ std::shared_ptr<Source> MakePreadFile(std::shared_ptr<const FileHandle> file,
                                       const LocalFileOptions& options,
                                       std::string why) {
   const uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const uint32_t hit_threads = options.hit_threads
-                                   ? *options.hit_threads
-                                   : std::min(options.ThreadsOrDefault(), cores - 1);
-  auto pool = std::make_shared<PreadPool>(std::move(file), options.ThreadsOrDefault(),
-                                          hit_threads);
+  const uint32_t hit_threads =
+      options.hit_threads ? *options.hit_threads
+                          : std::min(options.ThreadsOrDefault(), cores - 1);
+  auto pool = std::make_shared<PreadPool>(
+      std::move(file), options.ThreadsOrDefault(), hit_threads);
   return std::make_shared<PreadFile>(std::move(pool), options.try_inline,
                                      std::move(why));
 }

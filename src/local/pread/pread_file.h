@@ -14,8 +14,8 @@ namespace rangeio::detail {
 
 // `file` read with pread on a pool of up to options.threads blocking
 // threads, trying each buffered read inline first when options.try_inline.
-// `why` is appended to its description (Info()) (e.g. why io_uring was not used); may be
-// empty.
+// `why` is appended to its description (Info()) (e.g. why io_uring was not
+// used); may be empty.
 std::shared_ptr<Source> MakePreadFile(std::shared_ptr<const FileHandle> file,
                                       const LocalFileOptions& options,
                                       std::string why);

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "local/local_read.h"
-#include "util/mutex.h"
 #include "rangeio/slice.h"
+#include "util/mutex.h"
 
 namespace rangeio::detail {
 

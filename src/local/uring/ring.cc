@@ -115,8 +115,8 @@ void Ring::Cancel(ReadSink* sink, uint64_t tag) {
   {
     MutexLock lk(mu_);
     for (auto it = pending_.begin(); it != pending_.end();) {
-      const bool match = it->sink == sink &&
-                         (tag == Source::kAllReads || it->tag == tag);
+      const bool match =
+          it->sink == sink && (tag == Source::kAllReads || it->tag == tag);
       if (!match) {
         ++it;
         continue;

@@ -78,10 +78,10 @@
 #include <vector>
 
 #include "local/local_read.h"
-#include "util/mutex.h"
+#include "local/uring/fixed_buffers.h"
 #include "rangeio/source.h"
 #include "rangeio/status.h"
-#include "local/uring/fixed_buffers.h"
+#include "util/mutex.h"
 
 namespace rangeio::detail {
 

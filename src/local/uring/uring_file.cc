@@ -9,8 +9,8 @@
 #include <string>
 #include <utility>
 
-#include "rangeio/planner.h"
 #include "local/uring/ring.h"
+#include "rangeio/planner.h"
 
 namespace rangeio::detail {
 namespace {
@@ -82,7 +82,8 @@ namespace {
 Result<std::shared_ptr<Source>> MakeRing(std::shared_ptr<const FileHandle> file,
                                          const LocalFileOptions& options,
                                          bool nop) {
-  auto ring = std::make_shared<Ring>(std::move(file), options.ThreadsOrDefault(), nop);
+  auto ring =
+      std::make_shared<Ring>(std::move(file), options.ThreadsOrDefault(), nop);
   RANGEIO_RETURN_NOT_OK(ring->Start());
   return std::shared_ptr<Source>(
       std::make_shared<UringFile>(std::move(ring), options.try_inline));
