@@ -217,12 +217,6 @@ void Scheduler::OnReadsDone(std::span<ReadCompletion> done) {
   CompleteReads(done);
 }
 
-// A slot's index is written under mu_ before its read is issued and does not
-// change until the read completes, so a completion may read it unlocked.
-uint64_t Scheduler::InFlightIndex(uint64_t tag) const {
-  return slots_[SlotOf(tag)].index;
-}
-
 // Settles finished reads (at most kCompletionChunk) under one lock of the
 // stream and hands their permits back with one call to the limiter.
 //
@@ -233,7 +227,6 @@ uint64_t Scheduler::InFlightIndex(uint64_t tag) const {
 void Scheduler::CompleteReads(std::span<ReadCompletion> done) {
   std::shared_ptr<Scheduler> keepalive;  // destroyed last: may free this
   const uint64_t now = NowNanos();
-  for (ReadCompletion& d : done) CheckLength(d);
   const bool inline_done = tls_granting == this;
   Settled settled;
   std::shared_ptr<StreamListener> listener;
@@ -269,7 +262,7 @@ void Scheduler::FinishSettling(Settled& s) {
 
 // A read that returned other than its range's length failed.
 void Scheduler::CheckLength(ReadCompletion& done) const {
-  const uint64_t length = ranges_[InFlightIndex(done.tag)].length;
+  const uint64_t length = ranges_[slots_[SlotOf(done.tag)].index].length;
   if (done.bytes.ok() && done.bytes->size() != length) {
     done.bytes = Status::IoError("backend returned " +
                                  std::to_string(done.bytes->size()) +
@@ -285,6 +278,7 @@ bool Scheduler::SettleLocked(ReadCompletion& done, uint64_t now, Settled* out) {
     out->garbage.push_back(std::move(done.bytes));
     return false;
   }
+  CheckLength(done);  // not a loser's: its slot still holds its read
   Slot& s = slots_[SlotOf(done.tag)];
   const unsigned copy = done.tag & 1;
   s.out &= ~(1u << copy);

@@ -188,10 +188,7 @@ class Scheduler final : public StreamBase,
   // --- Completion ---
   void CompleteReads(std::span<ReadCompletion> done) EXCLUDES(mu_);
   static void NotifyListener(const std::shared_ptr<StreamListener>& listener);
-  void CheckLength(ReadCompletion& done) const;
-  // A slot's index, read without mu_ by the completion of its read.
-  uint64_t InFlightIndex(uint64_t tag) const
-      NO_THREAD_SAFETY_ANALYSIS;  // stable while the read is in flight
+  void CheckLength(ReadCompletion& done) const REQUIRES(mu_);
   bool SettleLocked(ReadCompletion& done, uint64_t now, Settled* out)
       REQUIRES(mu_);
   void FileCompletionLocked(ReadCompletion& done, uint64_t latency_ns,
