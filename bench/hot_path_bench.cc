@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "local/local_read.h"
+#include "local/uring/uring_file.h"
 #include "one_cpu.h"
 #include "rangeio/rangeio.h"
-#include "local/uring/uring_file.h"
 
 namespace rangeio {
 namespace {

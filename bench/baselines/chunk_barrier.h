@@ -55,10 +55,9 @@ class ChunkBarrierSource final : public SourceWrapper, public ReadSink {
       std::lock_guard<std::mutex> lock(mu_);
       for (const auto& [id, c] : reads_) {
         if (c.sink != sink || (tag != kAllReads && c.tag != tag)) continue;
-        auto q = std::find_if(queued_.begin(), queued_.end(),
-                              [id = id](const ReadRequest& r) {
-                                return r.tag == id;
-                              });
+        auto q = std::find_if(
+            queued_.begin(), queued_.end(),
+            [id = id](const ReadRequest& r) { return r.tag == id; });
         if (q == queued_.end()) {
           at_source.push_back(id);
           continue;

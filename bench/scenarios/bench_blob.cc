@@ -44,11 +44,11 @@
 #include <thread>
 #include <vector>
 
-#include "serialized_batches.h"
 #include "bench_object.h"
 #include "bench_scenarios.h"
 #include "progress.h"
 #include "rangeio/rangeio.h"
+#include "serialized_batches.h"
 
 namespace rangeio::bench {
 namespace {

@@ -44,10 +44,10 @@
 
 #include "bench_scenarios.h"
 #include "local/local_read.h"
+#include "local/uring/uring_file.h"
 #include "one_cpu.h"
 #include "progress.h"
 #include "rangeio/rangeio.h"
-#include "local/uring/uring_file.h"
 
 namespace rangeio::bench {
 namespace {

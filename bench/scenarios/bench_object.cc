@@ -5,9 +5,9 @@
 #include <optional>
 #include <utility>
 
-#include "util/parse_text.h"
 #include "s3/s3.h"
 #include "s3/s3_dialect.h"
+#include "util/parse_text.h"
 
 namespace rangeio::bench {
 

@@ -354,8 +354,9 @@ Result<Report> RunSoak(const BenchOptions& options) {
   const uint64_t rss_peak = StatusBytes("VmHWM:");
   const uint64_t rss_end = StatusBytes("VmRSS:");
   const uint64_t heap_end = HeapInUse();
-  const uint64_t bound =
-      rss_start + 3 * LimiterOptions::kDefaultResponseBudgetBytes + kRssSlackBytes;
+  const uint64_t bound = rss_start +
+                         3 * LimiterOptions::kDefaultResponseBudgetBytes +
+                         kRssSlackBytes;
 
   Report rep;
   rep.scenario = "soak";

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "bench_scenarios.h"
+#include "chunk_barrier.h"
 #include "progress.h"
 #include "rangeio/rangeio.h"
-#include "chunk_barrier.h"
 
 namespace rangeio::bench {
 namespace {

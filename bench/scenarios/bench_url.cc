@@ -23,12 +23,12 @@
 
 #include "bench_object.h"
 #include "bench_scenarios.h"
+#include "chunk_barrier.h"
 #include "direct_curl.h"
-#include "util/mutex.h"
-#include "util/parse_text.h"
 #include "progress.h"
 #include "rangeio/rangeio.h"
-#include "chunk_barrier.h"
+#include "util/mutex.h"
+#include "util/parse_text.h"
 
 namespace rangeio::bench {
 namespace {
@@ -348,7 +348,8 @@ Result<Report> RunUrl(const UrlBenchOptions& o) {
        o.delivery == Delivery::kOrdered ? "ordered" : "as-completed"},
       {"source", probe->Info().description},
       {"rounds", o.rounds},
-      {"planner", o.reader.reader.planner ? o.reader.reader.planner->ToString() : "none"}};
+      {"planner",
+       o.reader.reader.planner ? o.reader.reader.planner->ToString() : "none"}};
   if (o.reads != 0) {
     rep.config["reads"] = o.reads;
   } else {

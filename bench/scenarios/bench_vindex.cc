@@ -37,9 +37,9 @@
 
 #include "bench_object.h"
 #include "bench_scenarios.h"
+#include "chunk_barrier.h"
 #include "progress.h"
 #include "rangeio_faiss/range_inverted_lists.h"
-#include "chunk_barrier.h"
 
 namespace rangeio::bench {
 namespace {

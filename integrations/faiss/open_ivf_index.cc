@@ -226,8 +226,8 @@ Result<std::unique_ptr<::faiss::Index>> OpenIvfIndex(
   RANGEIO_ASSIGN_OR_RETURN(
       std::unique_ptr<RangeInvertedLists> lists,
       RangeInvertedLists::Make(ivf->code_size, std::move(extents),
-                               std::move(data),
-                               options.max_read_bytes, options.max_gap_bytes));
+                               std::move(data), options.max_read_bytes,
+                               options.max_gap_bytes));
   if (lists->nlist != ivf->nlist) {
     return Status::InvalidArgument(
         "FAISS index '" + name + "': " + std::to_string(lists->nlist) +
