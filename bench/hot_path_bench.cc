@@ -20,8 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "local/local_read.h"
-#include "local/uring/uring_file.h"
+#include "bench_seam.h"
 #include "one_cpu.h"
 #include "rangeio/rangeio.h"
 
@@ -172,7 +171,7 @@ std::string NopFile() {
 }
 
 // Whole streams of 4 KiB reads through the io_uring engine with
-// IORING_OP_NOP for every read (detail::MakeUringNopFile), consumed as they
+// IORING_OP_NOP for every read (bench_seam::OpenUringNopFile), consumed as they
 // complete: the ring thread's submit and reap, buffers, scheduler and
 // consumer, with no device. cpu_ns: CPU of the whole process (consumer and
 // ring thread) per read, as bench local's no-disk-uring-nop row counts it;
@@ -188,14 +187,10 @@ void BM_HotPathUringNop(benchmark::State& state) {
       return;
     }
   }
-  auto file = detail::OpenFileHandle(NopFile(), true);
-  if (!file.ok()) {
-    state.SkipWithError(file.status().ToString().c_str());
-    return;
-  }
   LocalFileOptions lo;
   lo.threads = kWindow;
-  auto source = detail::MakeUringNopFile(*file, lo);
+  lo.direct = true;
+  auto source = bench_seam::OpenUringNopFile(NopFile(), lo);
   if (!source.ok()) {
     state.SkipWithError(source.status().ToString().c_str());
     return;

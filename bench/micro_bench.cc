@@ -1,5 +1,5 @@
 // Microbenchmarks of the hot paths, with google/benchmark. The scenario
-// benchmarks that compare strategies live in `rangeio bench`.
+// benchmarks that compare strategies live in rangeio-bench.
 //
 //   ./build/bench/rangeio_microbench --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>

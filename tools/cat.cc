@@ -17,13 +17,13 @@ Status Cat(const std::string& url_or_path,
     RANGEIO_ASSIGN_OR_RETURN(ByteRange r, ByteRange::Parse(a));
     ranges.push_back(r);
   }
-  RANGEIO_RETURN_NOT_OK(options.reader.Validate());
   RANGEIO_ASSIGN_OR_RETURN(
-      std::shared_ptr<Source> source,
-      OpenSource(url_or_path, EffectiveSourceOptions(options)));
-  RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(source, options.reader));
+      Reader reader,
+      Reader::OpenUrl(url_or_path, options.reader, options.source));
   RANGEIO_ASSIGN_OR_RETURN(RangeStream stream,
                            reader.ReadRanges(ranges, Delivery::kOrdered));
+  // Each range goes to stdout as it arrives: memory stays within the
+  // response budget however many ranges are asked for.
   for (;;) {
     RANGEIO_ASSIGN_OR_RETURN(std::optional<RangeResult> r, stream.Next());
     if (!r) break;
@@ -35,7 +35,8 @@ Status Cat(const std::string& url_or_path,
   if (std::fflush(stdout) != 0)
     return Status::FromErrno(errno, "writing to stdout");
   std::fprintf(stderr, "rangeio cat: read '%s' with %s\n",
-               source->name().c_str(), source->Info().description.c_str());
+               reader.source()->name().c_str(),
+               reader.source()->Info().description.c_str());
   return Status::OK();
 }
 

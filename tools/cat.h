@@ -12,7 +12,7 @@ namespace rangeio::cli {
 // http(s):// or s3:// URL, see OpenSource) and writes the bytes to stdout,
 // in the order given. Validates every range and option before any I/O, and
 // checks the ranges against the object's size before writing anything. Then
-// writes one line to stderr saying what read the object (Source::Describe),
+// writes one line to stderr saying what read the object (Source::Info),
 // so that a fallback is never silent.
 Status Cat(const std::string& url_or_path,
            const std::vector<std::string>& ranges, const CliOptions& options);

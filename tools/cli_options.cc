@@ -1,49 +1,54 @@
 // cli_options.cc — see cli_options.h.
 #include "cli_options.h"
 
+#include <charconv>
 #include <map>
-#include <set>
-#include <string>
+#include <string_view>
+#include <utility>
 
 namespace rangeio::cli {
 
 Result<CliOptions> ParseCliOptions(const std::vector<std::string>& items,
                                    SourceOptions base) {
-  CliOptions out;
-  out.source = std::move(base);
-  std::map<std::string, std::string> reader_kv;
-  std::set<std::string> seen;
+  std::map<std::string, std::string> kv;
   for (const std::string& item : items) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0) {
       return Status::InvalidArgument("option '" + item + "' is not key=value");
     }
-    const std::string key = item.substr(0, eq);
-    if (!seen.insert(key).second) {
-      return Status::InvalidArgument("option " + key +
+    if (!kv.emplace(item.substr(0, eq), item.substr(eq + 1)).second) {
+      return Status::InvalidArgument("option " + item.substr(0, eq) +
                                      " is given more than once");
     }
-    if (SourceOptions::IsKey(key)) {
-      RANGEIO_RETURN_NOT_OK(out.source.Set(key, item.substr(eq + 1)));
-      out.local_threads_set |= key == "local-threads";
-    } else {
-      reader_kv.emplace(key, item.substr(eq + 1));
-    }
   }
-  auto reader = Options::Parse(reader_kv);
-  if (!reader.ok() && reader.status().message().starts_with("unknown option")) {
-    return Status::InvalidArgument(
-        reader.status().message() +
-        "; or a source option: see docs/options.md, \"Source options\"");
-  }
-  RANGEIO_ASSIGN_OR_RETURN(out.reader, std::move(reader));
+  CliOptions out;
+  out.source = std::move(base);
+  RANGEIO_RETURN_NOT_OK(ParseOpenOptions(kv, &out.reader, &out.source));
   return out;
 }
 
-SourceOptions EffectiveSourceOptions(const CliOptions& o) {
-  SourceOptions s = o.source;
-  if (!o.local_threads_set) s.local.threads = o.reader.limiter.io_concurrency;
-  return s;
+Result<uint64_t> ParseByteSize(const std::string& what,
+                               const std::string& text) {
+  const std::string_view s = text;
+  const size_t digits = s.find_first_not_of("0123456789");
+  const std::string_view number = s.substr(0, digits);
+  const std::string_view suffix =
+      digits == std::string_view::npos ? "" : s.substr(digits);
+  uint64_t n = 0;
+  const auto [end, ec] =
+      std::from_chars(number.data(), number.data() + number.size(), n);
+  int shift = -1;
+  if (suffix.empty() || suffix == "B") shift = 0;
+  if (suffix == "K" || suffix == "KiB") shift = 10;
+  if (suffix == "M" || suffix == "MiB") shift = 20;
+  if (suffix == "G" || suffix == "GiB") shift = 30;
+  if (number.empty() || ec != std::errc() || shift < 0 ||
+      n > (UINT64_MAX >> shift)) {
+    return Status::InvalidArgument(what + " '" + text +
+                                   "' is not a size: want e.g. 4096, 64KiB, "
+                                   "1MiB (suffix K, KiB, M, MiB, G, GiB)");
+  }
+  return n << shift;
 }
 
 }  // namespace rangeio::cli

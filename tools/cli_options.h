@@ -1,8 +1,9 @@
-// cli_options.h — the CLI's -o key=value list, routed to the reader's
-// Options and to the backends' SourceOptions (one flag for both, so a user
-// need not know which layer owns a key).
+// cli_options.h — what the command lines share: the -o key=value list
+// (routed to reader and source options by the library's ParseOpenOptions,
+// so a user need not know which layer owns a key) and byte sizes.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,19 +16,17 @@ namespace rangeio::cli {
 struct CliOptions {
   Options reader;
   SourceOptions source;
-  bool local_threads_set = false;  // "local-threads" given explicitly
 };
 
-// Each item is one "key=value" (the value may hold commas and '='). Keys of
-// SourceOptions::Set go to `source`, the rest to Options::Parse; a key given
-// twice, an item without '=', an unknown key or a bad value is
+// Each item is one "key=value" (the value may hold commas and '='); a key
+// given twice, an item without '=', an unknown key or a bad value is
 // InvalidArgument naming it. `source` starts from `base`.
 Result<CliOptions> ParseCliOptions(const std::vector<std::string>& items,
                                    SourceOptions base = {});
 
-// Applies the reader's I/O concurrency to the local engines' threads unless
-// "local-threads" was given (one pread thread or ring slot per read in
-// flight, as Reader::OpenFile does).
-SourceOptions EffectiveSourceOptions(const CliOptions& o);
+// "100KiB", "1M", "4096" (binary suffixes K, KiB, M, MiB, G, GiB) for the
+// size flags; InvalidArgument naming `what` and the text otherwise.
+Result<uint64_t> ParseByteSize(const std::string& what,
+                               const std::string& text);
 
 }  // namespace rangeio::cli

@@ -31,7 +31,6 @@
 #include "direct_curl.h"
 #include "progress.h"
 #include "rangeio/rangeio.h"
-#include "util/redact.h"
 
 namespace rangeio::bench {
 namespace {
@@ -175,6 +174,11 @@ Result<Report> RunHttp(const BenchOptions& options) {
     RANGEIO_ASSIGN_OR_RETURN(capacity, BenchObject::Resolve(capacity_url));
   }
   RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> probe, object.Open({}));
+  std::string capacity_name;  // redacted, as every source's name()
+  if (capacity) {
+    RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> c, capacity->Open({}));
+    capacity_name = c->name();
+  }
   RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, probe->Size());
   if (size < 2 * kStride) {
     return Status::InvalidArgument("bench http: '" + probe->name() + "' has " +
@@ -194,9 +198,7 @@ Result<Report> RunHttp(const BenchOptions& options) {
                 {"delivery", "as-completed"},
                 {"size_hint", true},
                 {"rounds", options.rounds}};
-  if (!capacity_url.empty()) {
-    rep.config["capacity_url"] = detail::RedactUrl(capacity_url);
-  }
+  if (capacity) rep.config["capacity_url"] = capacity_name;
   struct Strategy {
     const char* name;
     const BenchObject* object;

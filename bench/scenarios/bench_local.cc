@@ -43,8 +43,7 @@
 #include <vector>
 
 #include "bench_scenarios.h"
-#include "local/local_read.h"
-#include "local/uring/uring_file.h"
+#include "bench_seam.h"
 #include "one_cpu.h"
 #include "progress.h"
 #include "rangeio/rangeio.h"
@@ -151,11 +150,8 @@ Result<std::shared_ptr<Source>> OpenRowSource(const std::string& path,
   switch (s.kind) {
     case Kind::kFile:
       return OpenLocalFile(path, lo);
-    case Kind::kUringNop: {
-      RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<const detail::FileHandle> file,
-                               detail::OpenFileHandle(path, lo.direct));
-      return detail::MakeUringNopFile(std::move(file), lo);
-    }
+    case Kind::kUringNop:
+      return bench_seam::OpenUringNopFile(path, lo);
     case Kind::kMemory:
       return MakeMemorySource("memory", MemoryBytes(), true);
   }

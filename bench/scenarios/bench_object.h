@@ -1,12 +1,16 @@
 // bench_object.h — the object a network benchmark reads, given as an
-// http(s):// URL or an s3:// URL (bench http, bench blob, bench url).
+// http(s):// URL or an s3:// URL (bench http, blob, vindex and url).
 //
-// An s3:// URL is resolved as OpenS3Source resolves it with the given
-// S3Options: endpoint, region and keys from the options, else the
-// environment (AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, ...;
-// docs/http-s3.md), with no keys anywhere meaning unsigned requests. The
-// `direct` baselines then send plain libcurl GETs to the same URL, signed by
-// the library's own S3 dialect (CURLOPT_AWS_SIGV4), so both sides sign alike.
+// rangeio reads it through the public API (OpenHttpSource, OpenS3Source with
+// the given S3Options). The `direct` baselines send plain libcurl requests
+// to the same object, signed by libcurl's own SigV4 (CURLOPT_AWS_SIGV4) with
+// what Resolve finds here, in the order S3Options documents: endpoint,
+// region and keys from the options, else $AWS_ENDPOINT_URL_S3,
+// $AWS_ENDPOINT_URL (else https://s3.REGION.amazonaws.com), $AWS_REGION,
+// $AWS_DEFAULT_REGION (else us-east-1), $AWS_ACCESS_KEY_ID and
+// $AWS_SECRET_ACCESS_KEY (+ $AWS_SESSION_TOKEN); no keys: unsigned. Keys
+// kept only in the shared credentials file sign rangeio's requests, not the
+// baseline's (give them in the environment to compare).
 //
 // Thread-safety: BenchObject is immutable once made; Sign may be called
 // from several threads on different handles.
@@ -15,26 +19,20 @@
 #include <curl/curl.h>
 
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "rangeio/rangeio.h"
-#include "s3/s3.h"
-
-namespace rangeio::detail {
-class S3Dialect;
-}
 
 namespace rangeio::bench {
 
 class BenchObject {
  public:
-  // InvalidArgument naming `url` when it is neither http(s):// nor a valid
-  // s3:// URL, or when `s3` names a bad endpoint.
+  // InvalidArgument naming `url` when it is neither http(s):// nor an
+  // s3://bucket/key URL, or when the endpoint is not http(s)://host[:port].
   static Result<BenchObject> Resolve(const std::string& url,
                                      const S3Options& s3 = {});
 
-  bool s3() const { return dialect_ != nullptr; }
+  bool s3() const { return s3_; }
   // The URL as given (for reports).
   const std::string& url() const { return url_; }
   // The same store's object `name` next to this one (same directory or key
@@ -44,7 +42,7 @@ class BenchObject {
   // A rangeio source of the object, with `http` for its transfers.
   Result<std::shared_ptr<Source>> Open(const HttpOptions& http) const;
   // The plain GET URL, and the signing options for a libcurl handle
-  // (nothing for http(s)://).
+  // (nothing for http(s):// or without keys).
   const std::string& get_url() const { return get_url_; }
   void Sign(CURL* easy) const;
 
@@ -54,13 +52,16 @@ class BenchObject {
   Status Put(const std::string& path) const;
 
  private:
+  struct Signing;  // libcurl's SigV4 settings (bench_object.cc)
+  // The keys of `s3`, else of the environment; null when there are none.
+  static Result<std::shared_ptr<const Signing>> MakeSigning(
+      const S3Options& s3, const std::string& region);
   BenchObject() = default;
   std::string url_;
   std::string get_url_;
-  std::string region_;
+  bool s3_ = false;
   S3Options s3_options_;
-  std::optional<detail::S3Credentials> creds_;
-  std::shared_ptr<const detail::S3Dialect> dialect_;  // null for http(s)
+  std::shared_ptr<const Signing> signing_;  // null: unsigned
 };
 
 }  // namespace rangeio::bench

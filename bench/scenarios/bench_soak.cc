@@ -1,4 +1,4 @@
-// bench_soak.cc — `rangeio bench soak`: nothing lost, nothing leaked,
+// bench_soak.cc — `rangeio-bench soak`: nothing lost, nothing leaked,
 // nothing hangs, for as long as it runs (issue 16).
 //
 // 64 threads on clones of readers that share one limiter read random ranges

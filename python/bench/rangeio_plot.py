@@ -1,6 +1,6 @@
 """python/bench/rangeio_plot.py BENCH.json -o FILE.png: latency CDFs, reads/s.
 
-Reads any `rangeio bench ... --json` output or `rangeio_bench.py
+Reads any `rangeio-bench ... --json` output or `rangeio_bench.py
 --json`: a "rows" list (or rows nested anywhere) of objects with
 "strategy" and "reads_per_s". Each row's latency CDF comes from its
 "latency_cdf" [[ms, quantile], ...] when present, else from whichever of

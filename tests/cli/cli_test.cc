@@ -17,7 +17,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -44,10 +46,10 @@ struct CliRun {
   double seconds = 0;
 };
 
-// Runs the CLI with `args`; `env` entries replace (or, with an empty value,
+// Runs `exe` with `args`; `env` entries replace (or, with an empty value,
 // remove) the test's own variables. Killed after 60 s (a hang fails).
-CliRun RunCli(const std::vector<std::string>& args,
-              const std::map<std::string, std::string>& env = {}) {
+CliRun RunExe(const char* exe, const std::vector<std::string>& args,
+              const std::map<std::string, std::string>& env) {
   std::vector<std::string> envs;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string kv = *e;
@@ -56,7 +58,7 @@ CliRun RunCli(const std::vector<std::string>& args,
   for (const auto& [k, v] : env) {
     if (!v.empty()) envs.push_back(k + "=" + v);
   }
-  std::vector<std::string> argv_s = {RANGEIO_CLI};
+  std::vector<std::string> argv_s = {exe};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& a : argv_s) argv.push_back(a.data());
@@ -78,13 +80,12 @@ CliRun RunCli(const std::vector<std::string>& args,
   posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
   const auto t0 = std::chrono::steady_clock::now();
   pid_t pid = 0;
-  const int rc =
-      posix_spawn(&pid, RANGEIO_CLI, &fa, nullptr, argv.data(), envp.data());
+  const int rc = posix_spawn(&pid, exe, &fa, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   close(out_pipe[1]);
   close(err_pipe[1]);
   if (rc != 0) {
-    ADD_FAILURE() << "cannot run " << RANGEIO_CLI;
+    ADD_FAILURE() << "cannot run " << exe;
     return run;
   }
   pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
@@ -124,6 +125,17 @@ CliRun RunCli(const std::vector<std::string>& args,
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
   return run;
 }
+
+CliRun RunCli(const std::vector<std::string>& args,
+              const std::map<std::string, std::string>& env = {}) {
+  return RunExe(RANGEIO_CLI, args, env);
+}
+
+#ifdef RANGEIO_BENCH
+CliRun RunBench(const std::vector<std::string>& args) {
+  return RunExe(RANGEIO_BENCH, args, {});
+}
+#endif
 
 // The seeded pattern's bytes over `r` (tests/servers/seed.js).
 std::string PatternBytes(ByteRange r) {
@@ -241,10 +253,46 @@ TEST(CliCatTest, LocalFileByPathAndUrl) {
   std::filesystem::remove_all(dir);
 }
 
+// The product's `bench url` is the load generator alone: one row, every
+// byte read once with --reads; the lab's rows (--compare) and scenarios are
+// rangeio-bench's, and asking the CLI for them says where they went.
+TEST(CliBenchTest, UrlIsTheLoadGeneratorAloneAndScenariosPointToRangeioBench) {
+  const std::string dir = ::testing::TempDir() + "rangeio_cli_bench_url";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string file = dir + "/data.bin";
+  {
+    std::ofstream out(file, std::ios::binary);
+    out << std::string(1 << 20, 'x');
+  }
+  const std::string json = dir + "/url.json";
+  const CliRun r = RunCli({"bench", "url", file, "--reads", "1000", "--block",
+                           "4KiB", "-q", "--json", json});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json report = nlohmann::json::parse(std::ifstream(json));
+  ASSERT_EQ(report["rows"].size(), 1U) << report.dump();
+  const nlohmann::json& row = report["rows"][0];
+  EXPECT_EQ(row["strategy"], "rangeio");
+  EXPECT_EQ(row["logical_bytes"], 1000 * 4096);
+  EXPECT_EQ(row["physical_bytes"], 1000 * 4096);
+
+  const CliRun compare = RunCli({"bench", "url", file, "--compare"});
+  EXPECT_NE(compare.exit_code, 0);
+  EXPECT_THAT(compare.err, HasSubstr("--compare"));
+  const CliRun moved = RunCli({"bench", "straggler"});
+  EXPECT_EQ(moved.exit_code, 1);
+  EXPECT_THAT(moved.err, HasSubstr("run `rangeio-bench straggler`"));
+  const CliRun bad = RunCli({"bench", "url", file, "--block", "3Q"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("--block '3Q' is not a size"));
+  std::filesystem::remove_all(dir);
+}
+
+#ifdef RANGEIO_BENCH
 // bench local replaces a test file of the wrong size by renaming a new one
 // over it: a device, a pipe or a directory given as --file is refused before
 // anything is written, and stays what it was.
-TEST(CliBenchTest, LocalRefusesToReplaceWhatIsNotARegularFile) {
+TEST(RangeioBenchTest, LocalRefusesToReplaceWhatIsNotARegularFile) {
   const std::string dir = ::testing::TempDir() + "rangeio_cli_bench_local";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir + "/a directory");
@@ -253,7 +301,7 @@ TEST(CliBenchTest, LocalRefusesToReplaceWhatIsNotARegularFile) {
   for (const std::string& path : {fifo, dir + "/a directory"}) {
     SCOPED_TRACE(path);
     const auto type = std::filesystem::status(path).type();
-    const CliRun r = RunCli({"bench", "local", "--file", path, "-q"});
+    const CliRun r = RunBench({"local", "--file", path, "-q"});
     EXPECT_EQ(r.exit_code, 1) << r.err;
     EXPECT_THAT(r.err, HasSubstr("--file '" + path + "'"));
     EXPECT_THAT(r.err, HasSubstr("is not a regular file"));
@@ -262,6 +310,35 @@ TEST(CliBenchTest, LocalRefusesToReplaceWhatIsNotARegularFile) {
   }
   std::filesystem::remove_all(dir);
 }
+
+// rangeio-bench url --compare: the same sequence through plain pread
+// threads and the chunk barrier, every row reading every byte once.
+TEST(RangeioBenchTest, UrlCompareAddsTheDirectAndChunkedRows) {
+  const std::string dir = ::testing::TempDir() + "rangeio_bench_url";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string file = dir + "/data.bin";
+  {
+    std::ofstream out(file, std::ios::binary);
+    out << std::string(1 << 20, 'y');
+  }
+  const std::string json = dir + "/url.json";
+  const CliRun r = RunBench({"url", file, "--compare", "--reads", "500",
+                             "--block", "4KiB", "-q", "--json", json});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("rangeio / direct reads/s"));
+  const nlohmann::json report = nlohmann::json::parse(std::ifstream(json));
+  ASSERT_EQ(report["rows"].size(), 3U) << report.dump();
+  const char* want[] = {"rangeio", "direct", "chunked"};
+  for (size_t i = 0; i < 3; ++i) {
+    const nlohmann::json& row = report["rows"][i];
+    EXPECT_EQ(row["strategy"], want[i]);
+    EXPECT_EQ(row["logical_bytes"], 500 * 4096) << row.dump();
+    EXPECT_EQ(row["physical_bytes"], 500 * 4096) << row.dump();
+  }
+  std::filesystem::remove_all(dir);
+}
+#endif  // RANGEIO_BENCH
 
 TEST(CliCatTest, NginxNamesWithSpacesPlusEqualsPercentUnicodeParentheses) {
   RANGEIO_NEED_SERVERS(s);

@@ -1,7 +1,7 @@
 // latency_relay.cc — the relay's epoll loop and main; single-threaded.
 //
 // rangeio-latency-relay, the HTTP/1.1 latency relay in front of nginx for
-// `rangeio bench http` and `rangeio bench blob`
+// `rangeio-bench http` and `rangeio-bench blob`
 // (tests/servers/run_servers.sh starts two: lognormal 24 ms, and none).
 //
 // Usage and the --latency models: latency_relay_options.h.
@@ -21,7 +21,7 @@
 // curl send none).
 //
 // With --rate-limit, a token bucket answers requests above the rate with
-// 503 SlowDown (latency_relay_options.h), for `rangeio bench throttle`.
+// 503 SlowDown (latency_relay_options.h), for `rangeio-bench throttle`.
 //
 // SIGTERM or SIGINT ends it; it then prints one line to stderr: requests by
 // method, connections, response bytes and how late the timers fired.

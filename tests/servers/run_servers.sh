@@ -225,7 +225,7 @@ start() {
     --control-port 0
   local control=$LISTENER_PORT
   # The benchmarks' relays: one process each, single-threaded (at ~2,300
-  # requests/s it needs a fraction of a core; `rangeio bench http` reports
+  # requests/s it needs a fraction of a core; `rangeio-bench http` reports
   # its CPU per request from RANGEIO_BENCH_PROXY_PIDS).
   start_listener "$state" relay-bench "$RELAY" --listen 0 \
     --upstream "127.0.0.1:$NGINX_PORT" \

@@ -11,11 +11,11 @@
 //                every byte of any range without a copy of the file;
 //   empty.bin    0 bytes;
 //   bench.bin    256 MiB of zeros (sparse: nginx serves it from the page
-//                cache, no disk), for `rangeio bench http` (nginx only).
+//                cache, no disk), for `rangeio-bench http` (nginx only).
 // The S3 bucket gets pattern.bin under every key in KEYS (spaces, '+', '=',
 // '%', '..', '?&#', leading and trailing spaces, CJK, emoji, slashes) plus
 // empty.bin; with --bench-mib also bench.bin (N MiB of zeros) and the 64
-// blobs of `rangeio bench blob` (blob-bench/blob-B.bin, 100 KiB each, and
+// blobs of `rangeio-bench blob` (blob-bench/blob-B.bin, 100 KiB each, and
 // blob-bench/packed.bin, all of them in a row, bytes as pattern.bin's), for
 // the benchmarks against an object store. With --access-key the requests are signed (SigV4, as RGW checks
 // them; s3rver does not), and --create-bucket creates the bucket first.

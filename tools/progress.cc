@@ -4,19 +4,19 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <thread>
-
-#include "util/mutex.h"
 
 namespace rangeio::bench {
 
 struct Progress::Line {
-  detail::Mutex mu;
-  detail::CondVar cv;
-  std::string phase GUARDED_BY(mu);
-  std::chrono::steady_clock::time_point phase_start GUARDED_BY(mu);
-  bool stop GUARDED_BY(mu) = false;
+  std::mutex mu;  // guards phase, phase_start and stop
+  std::condition_variable cv;
+  std::string phase;
+  std::chrono::steady_clock::time_point phase_start;
+  bool stop = false;
   std::thread thread;  // started by Enable, joined by Done (one caller)
 };
 
@@ -31,7 +31,7 @@ void Progress::Enable(bool on) {
   enabled_.store(on && isatty(STDERR_FILENO) == 1);
   if (!enabled_.load() || line_->thread.joinable()) return;
   {
-    detail::MutexLock lk(line_->mu);
+    std::lock_guard lk(line_->mu);
     line_->stop = false;
     line_->phase_start = std::chrono::steady_clock::now();
   }
@@ -40,7 +40,7 @@ void Progress::Enable(bool on) {
 
 void Progress::Phase(const std::string& name) {
   if (!enabled_.load()) return;
-  detail::MutexLock lk(line_->mu);
+  std::lock_guard lk(line_->mu);
   line_->phase = name;
   line_->phase_start = std::chrono::steady_clock::now();
   reads_.store(0);
@@ -48,9 +48,9 @@ void Progress::Phase(const std::string& name) {
 
 void Progress::Done() {
   {
-    detail::MutexLock lk(line_->mu);
+    std::lock_guard lk(line_->mu);
     line_->stop = true;
-    line_->cv.NotifyAll();
+    line_->cv.notify_all();
   }
   if (line_->thread.joinable()) line_->thread.join();
   if (enabled_.exchange(false)) std::fputs("\r\033[K", stderr);
@@ -63,9 +63,9 @@ void Progress::Loop() {
   constexpr auto kTick = std::chrono::milliseconds(500);
   uint64_t last_reads = 0;
   Clock::time_point last = Clock::now();
-  detail::MutexLock lk(line_->mu);
+  std::unique_lock lk(line_->mu);
   while (!line_->stop) {
-    line_->cv.WaitFor(lk, kTick);
+    line_->cv.wait_for(lk, kTick);
     if (line_->stop) break;
     const Clock::time_point now = Clock::now();
     const uint64_t reads = reads_.load(std::memory_order_relaxed);

@@ -1,4 +1,4 @@
-// progress.h — the one updating status line of a long `rangeio bench` run.
+// progress.h — the one updating status line of a long benchmark run.
 //
 // When enabled (stderr is a terminal and --quiet was not given), a thread
 // rewrites one line on stderr every half second: the phase running, its

@@ -1,4 +1,5 @@
-#include "bench_scenarios.h"
+// report.cc — see report.h.
+#include "report.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -169,12 +170,6 @@ double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-std::string EnvOr(const std::string& given, const char* name) {
-  if (!given.empty()) return given;
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
 }
 
 }  // namespace rangeio::bench
