@@ -220,6 +220,34 @@ TEST(PushTest, EveryResultOnceThenTheEndWithinTheBounds) {
   }
 }
 
+// A pushed stream holds its source, limiter and plan only until it ends and
+// is dropped, with or without a planner (no reference cycle through its
+// listener).
+TEST(PushTest, ADroppedStreamFreesWhatItHeld) {
+  for (bool planned : {false, true}) {
+    SCOPED_TRACE(planned ? "coalescing planner" : "no planner");
+    auto gate = GatedSource::Make("g", 1 << 20, GatedSource::Mode::kPassAsync);
+    const std::weak_ptr<Source> source = gate;
+    std::weak_ptr<Limiter> limiter;
+    {
+      Reader reader = OpenReader(std::move(gate), LimitOptions(4));
+      limiter = reader.limiter();
+      const std::vector<ByteRange> ranges = {{3000, 160}, {1000, 160}};
+      Pushed pushed(ranges);
+      ReadOptions o = pushed.Options(Delivery::kAsCompleted);
+      o.issue_order = IssueOrder::kRequest;
+      o.planner =
+          planned ? PlannerOptions::ObjectStore() : PlannerOptions::None();
+      auto stream = reader.ReadRanges(ranges, o);
+      ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+      ASSERT_TRUE(pushed.WaitForEnd());
+      EXPECT_TRUE(pushed.end().ok()) << pushed.end().ToString();
+    }
+    EXPECT_TRUE(source.expired());
+    EXPECT_TRUE(limiter.expired());
+  }
+}
+
 // A source that completes inline: the callbacks run on the caller's thread,
 // before ReadRanges returns.
 TEST(PushTest, InlineReadsArriveBeforeReadRangesReturns) {

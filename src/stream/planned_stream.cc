@@ -197,6 +197,9 @@ void PlannedStream::Finish() {
   ready_.clear();
   retried_.clear();
   Flush();
+  // The listener (a pushed stream) holds this stream: keeping it would be a
+  // cycle that frees neither.
+  listener_.reset();
   if (status_.ok() && delivered_ < map_->ranges.size()) {
     status_ = Status::Cancelled("stream over '" + map_->source_name +
                                 "' was cancelled");
