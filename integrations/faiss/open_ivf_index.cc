@@ -70,19 +70,12 @@ class RangeIOReader final : public ::faiss::IOReader {
   bool Fill(uint64_t want) {
     const uint64_t len =
         std::min({size_ - pos_, std::max<uint64_t>(want, window_max_)});
-    const ByteRange r{pos_, len};
-    Result<RangeStream> s = reader_.ReadRanges({&r, 1});
-    if (!s.ok()) {
-      error_ = s.status();
+    Result<Slice> got = reader_.Read({pos_, len});
+    if (!got.ok()) {
+      error_ = got.status();
       return false;
     }
-    Result<std::optional<RangeResult>> got = s->Next();
-    if (!got.ok() || !*got) {
-      error_ = got.ok() ? Status::IoError("no bytes for " + r.ToString())
-                        : got.status();
-      return false;
-    }
-    window_ = std::move((*got)->bytes);
+    window_ = std::move(*got);
     window_at_ = pos_;
     return true;
   }
