@@ -70,19 +70,12 @@ class RangeIOReader final : public ::faiss::IOReader {
   bool Fill(uint64_t want) {
     const uint64_t len =
         std::min({size_ - pos_, std::max<uint64_t>(want, window_max_)});
-    const ByteRange r{pos_, len};
-    Result<RangeStream> s = reader_.ReadRanges({&r, 1});
-    if (!s.ok()) {
-      error_ = s.status();
+    Result<Slice> got = reader_.Read({pos_, len});
+    if (!got.ok()) {
+      error_ = got.status();
       return false;
     }
-    Result<std::optional<RangeResult>> got = s->Next();
-    if (!got.ok() || !*got) {
-      error_ = got.ok() ? Status::IoError("no bytes for " + r.ToString())
-                        : got.status();
-      return false;
-    }
-    window_ = std::move((*got)->bytes);
+    window_ = std::move(*got);
     window_at_ = pos_;
     return true;
   }
@@ -147,16 +140,6 @@ std::string Beside(std::string_view url, const std::string& file) {
   return std::string(url.substr(0, slash + 1)) + name;
 }
 
-// The reader options for the lists: the caller's, with no planner unless
-// the caller chose one. RangeInvertedLists plans its reads itself (merged
-// by offset, issued in scan order), which a planner would re-sort by
-// offset: the budget would then fill with lists the scan needs last.
-Options ListOptions(const IvfOpenOptions& o) {
-  Options r = o.reader;
-  if (!r.reader.planner) r.reader.planner = PlannerOptions::None();
-  return r;
-}
-
 // The source of `url`, decorated as the options say.
 Result<std::shared_ptr<Source>> OpenDecorated(std::string_view url,
                                               const IvfOpenOptions& options) {
@@ -173,8 +156,7 @@ Result<std::unique_ptr<::faiss::Index>> OpenIvfIndex(
   RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> source,
                            OpenDecorated(url, options));
   RANGEIO_ASSIGN_OR_RETURN(
-      Reader reader,
-      Reader::Open(source, ListOptions(options), std::move(limiter)));
+      Reader reader, Reader::Open(source, options.reader, std::move(limiter)));
   RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, source->Size());
   const std::string name = source->name();
   RangeIOReader in(reader, size);
@@ -204,7 +186,7 @@ Result<std::unique_ptr<::faiss::Index>> OpenIvfIndex(
     RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> ds,
                              OpenDecorated(data_url, options));
     RANGEIO_ASSIGN_OR_RETURN(
-        data, Reader::Open(ds, ListOptions(options), reader.limiter()));
+        data, Reader::Open(ds, options.reader, reader.limiter()));
     extents.resize(od->lists.size());
     for (size_t i = 0; i < od->lists.size(); ++i) {
       const auto& l = od->lists[i];

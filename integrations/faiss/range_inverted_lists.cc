@@ -1,6 +1,12 @@
 // RangeInvertedLists: posting lists as range reads (rangeio_faiss/
 // range_inverted_lists.h). One mutex guards one table of lists shared by
-// every search thread; pump threads drain the prefetch streams into it.
+// every search thread; the streams' callbacks file the lists into it.
+//
+// Lock rule: no read is started, no stream cancelled and no Slice released
+// with the mutex held. Each can run a callback on this thread (a read that
+// the released budget admits may complete inline), and callbacks take the
+// mutex; hence the `drop` vectors, declared before the lock so that they
+// are released after it.
 #include "rangeio_faiss/range_inverted_lists.h"
 
 #include <faiss/impl/FaissAssert.h>
@@ -12,31 +18,29 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <numeric>
 #include <optional>
+#include <span>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
-#include "rangeio_faiss/list_read_plan.h"
+#include "rangeio/planner.h"
 
 namespace rangeio::integrations {
 
 namespace {
 
 // How often a thread waiting for a list checks whether the limiter is
-// stuck (nothing in flight, a stream waiting): 2 ms, well under a network
-// round trip, so a stuck budget costs little, and rare enough not to load
-// the limiter's lock.
+// stuck (Limiter::Stalled): well under a network round trip, and rare
+// enough not to load the limiter's lock.
 constexpr auto kStuckCheck = std::chrono::milliseconds(2);
 
-// Largest read of touching lists, unless IvfOpenOptions::max_read_bytes
-// says otherwise: 1 MiB (see the README's measurement): a 1,000-query batch
-// of bench vindex's IVF-Flat (99 MiB) is still ~100 reads, many in flight.
+// Defaults of IvfOpenOptions::max_read_bytes and max_gap_bytes (the
+// README says why).
 constexpr uint64_t kDefaultMaxRead = 1 << 20;
-// Largest gap a read spans between two lists it merges, unless
-// IvfOpenOptions::max_gap_bytes says otherwise: 64 KiB (see the README's
-// measurement): a few ms of transfer at worst, against a read's slot for a
-// round trip.
 constexpr uint64_t kDefaultMaxGap = 64 << 10;
 
 // An 8-byte aligned empty list, for lists of size 0.
@@ -56,11 +60,11 @@ struct ThreadUses {
 struct Entry {
   enum class State { kPending, kReady, kFailed, kEvicted };
   State state = State::kEvicted;
-  Slice bytes;  // the list's range: codes at codes_at, ids 8-aligned
+  Slice bytes;  // the list's range as requested: it ends with the ids
   Status error;
-  uint64_t pump = 0;     // the read that will deliver it
+  uint64_t read = 0;     // the stream that will deliver it
   uint32_t pins = 0;     // get_codes/get_ids not yet released
-  uint32_t waiters = 0;  // threads in AcquireLocked for it
+  uint32_t waiters = 0;  // threads in Acquire for it
   std::vector<ThreadUses> uses;
 
   bool InUse() const {
@@ -79,47 +83,76 @@ struct Entry {
   bool Droppable() const { return pins == 0 && waiters == 0 && !InUse(); }
 };
 
-struct RangeInvertedLists::Impl
-    : public std::enable_shared_from_this<RangeInvertedLists::Impl> {
+// One stream not yet ended: its range k is list lists[k].
+struct ListRead {
+  std::vector<size_t> lists;
+  std::optional<RangeStream> stream;  // once ReadRanges has returned
+};
+
+// The callbacks hold `this`: the destructor cancels every stream (which
+// waits for a running callback) before the Impl goes.
+struct RangeInvertedLists::Impl {
   size_t code_size = 0;
   std::vector<Extent> lists;
   Reader reader;
-  uint64_t max_read = 0;  // PlanListReads's cap
-  uint64_t max_gap = 0;   // and the gap it reads through
+  PlannerOptions planner;
 
   std::mutex mu;
   std::condition_variable cv;
   std::unordered_map<size_t, Entry> table;  // node-based: stable references
   // The lists each thread's last prefetch announced.
   std::unordered_map<std::thread::id, std::vector<size_t>> announced;
-  uint64_t next_pump = 1;
-  int active_pumps = 0;
-  bool closing = false;
+  std::unordered_map<uint64_t, ListRead> reads;
+  uint64_t next_read = 1;
   ListStats stats;
 
   explicit Impl(Reader r) : reader(std::move(r)) {}
 
-  // The bytes read for list i: its codes and ids, starting up to 7 bytes
-  // early so that the ids sit 8-aligned when the buffer is.
-  uint64_t PadOf(size_t i) const {
-    const Extent& e = lists[i];
-    const uint64_t pad = (8 - (e.ids_offset - e.codes_offset) % 8) % 8;
-    return e.codes_offset >= pad ? pad : 0;
-  }
+  // List i's bytes: its codes and ids, starting up to 7 bytes early so
+  // that the ids sit 8-aligned when the buffer is.
   ByteRange RangeOf(size_t i) const {
     const Extent& e = lists[i];
-    const uint64_t start = e.codes_offset - PadOf(i);
+    const uint64_t pad = (8 - (e.ids_offset - e.codes_offset) % 8) % 8;
+    const uint64_t start = e.codes_offset - std::min(pad, e.codes_offset);
     return {start, e.ids_offset + e.size * 8 - start};
   }
+
+  // The ranges of `ids`, in their order, without the pads that would
+  // overlap another of them: overlapping ranges are one read for the
+  // planner, whatever its cap.
+  std::vector<ByteRange> RangesOf(const std::vector<size_t>& ids) const {
+    std::vector<ByteRange> ranges;
+    ranges.reserve(ids.size());
+    for (size_t i : ids) ranges.push_back(RangeOf(i));
+    std::vector<size_t> by_offset(ids.size());
+    std::iota(by_offset.begin(), by_offset.end(), 0);
+    std::sort(by_offset.begin(), by_offset.end(), [&](size_t a, size_t b) {
+      return ranges[a].offset < ranges[b].offset;
+    });
+    for (size_t k = 1; k < by_offset.size(); ++k) {
+      ByteRange& r = ranges[by_offset[k]];
+      const uint64_t prev_end = ranges[by_offset[k - 1]].end();
+      if (prev_end <= r.offset) continue;
+      const uint64_t start =
+          std::min(prev_end, lists[ids[by_offset[k]]].codes_offset);
+      r = {start, r.end() - start};
+    }
+    return ranges;
+  }
+
   std::string Describe(size_t i) const {
     return "FAISS list " + std::to_string(i) + " (bytes " +
            RangeOf(i).ToString() + " of '" + reader.source()->name() + "')";
+  }
+  // The file offset of list i's first byte held in e.
+  uint64_t StartOf(size_t i, const Entry& e) const {
+    return RangeOf(i).end() - e.bytes.size();
   }
 
   // Drops this thread's announced scans (its previous prefetch, scanned
   // already: FAISS prefetches right before it scans) and the lists nobody
   // needs any more.
-  void ForgetUsesLocked(std::thread::id self) {
+  void ForgetUsesLocked(std::thread::id self, std::vector<Slice>* drop) {
     auto a = announced.find(self);
     if (a == announced.end()) return;
     for (size_t i : a->second) {
@@ -130,112 +163,107 @@ struct RangeInvertedLists::Impl
           std::remove_if(u.begin(), u.end(),
                          [&](const ThreadUses& t) { return t.thread == self; }),
           u.end());
-      if (it->second.Droppable()) table.erase(it);
+      if (it->second.Droppable()) {
+        drop->push_back(std::move(it->second.bytes));
+        table.erase(it);
+      }
     }
     announced.erase(a);
   }
 
-  // Reads `plan` (its lists already kPending with pump `pump`) as one
-  // request and starts a thread that files each list as it arrives. Called
-  // with mu held: rangeio never calls back into this object from
-  // ReadRanges.
-  void StartPumpLocked(std::vector<PlannedRead> plan, uint64_t pump,
-                       Priority priority) {
-    if (plan.empty()) return;
-    std::vector<ByteRange> ranges;
-    ranges.reserve(plan.size());
-    for (const PlannedRead& r : plan) ranges.push_back(r.range);
-    Result<RangeStream> stream =
-        reader.ReadRanges(ranges, Delivery::kAsCompleted, priority);
-    if (!stream.ok()) {
-      for (const PlannedRead& r : plan)
-        FailLocked(r.lists, pump, stream.status());
-      return;
-    }
-    ++active_pumps;
-    std::thread([self = shared_from_this(), plan = std::move(plan), pump,
-                 s = std::move(*stream)]() mutable {
-      self->Drain(plan, pump, std::move(s));
-    }).detach();
-  }
-
-  void Drain(const std::vector<PlannedRead>& plan, uint64_t pump,
-             RangeStream owned) {
-    std::optional<RangeStream> stream(std::move(owned));
-    const bool lone = plan.size() == 1 && plan[0].lists.size() == 1;
-    for (;;) {
-      Result<std::optional<RangeResult>> next = stream->Next();
-      Slice dropped;  // released after the lock
-      std::unique_lock lk(mu);
-      if (!next.ok()) {
-        // The error ends the whole stream: a lone list failed; the lists
-        // of a prefetch are read again one by one when scanned, so that
-        // the error is thrown for the list that failed and only for it.
-        for (const PlannedRead& r : plan) {
-          if (lone) {
-            FailLocked(r.lists, pump, next.status());
-          } else {
-            ForgetLocked(r.lists, pump);
-          }
-        }
-        break;
-      }
-      if (!*next) break;
-      const PlannedRead& r = plan[(*next)->index];
-      for (size_t i : r.lists) {
-        auto it = table.find(i);
-        if (it != table.end() && it->second.state == Entry::State::kPending) {
-          const ByteRange lr = RangeOf(i);
-          it->second.bytes =
-              (*next)->bytes.Sub(lr.offset - r.range.offset, lr.length);
-          it->second.state = Entry::State::kReady;
-        }  // else dropped meanwhile
-      }
-      dropped = std::move((*next)->bytes);
-      if (closing) break;
-      lk.unlock();
-      cv.notify_all();
-    }
-    stream.reset();  // cancels what is left, before the owner may go
-    std::lock_guard lk(mu);
-    --active_pumps;
-    cv.notify_all();
-  }
-
-  void ForgetLocked(const std::vector<size_t>& ids, uint64_t pump) {
+  // Marks `ids` as coming from a new stream; returns its id for StartRead.
+  uint64_t BeginReadLocked(std::vector<size_t> ids) {
+    const uint64_t id = next_read++;
     for (size_t i : ids) {
-      auto it = table.find(i);
-      if (it != table.end() && it->second.pump == pump &&
-          it->second.state == Entry::State::kPending) {
-        it->second.state = Entry::State::kEvicted;
+      table[i].state = Entry::State::kPending;
+      table[i].read = id;
+    }
+    reads[id] = {std::move(ids), std::nullopt};
+    return id;
+  }
+
+  void StartRead(uint64_t id, std::span<const ByteRange> ranges,
+                 Priority priority) {
+    ReadOptions o;
+    o.delivery = Delivery::kAsCompleted;
+    o.priority = priority;
+    o.issue_order = IssueOrder::kRequest;
+    o.planner = planner;
+    o.per_range_errors = true;
+    o.on_result = [this, id](RangeResult r) { OnResult(id, std::move(r)); };
+    o.on_end = [this, id](const Status& st) { OnEnd(id, st); };
+    Result<RangeStream> s = reader.ReadRanges(ranges, o);
+    std::optional<RangeStream> ended;  // cancelled after the lock
+    {
+      std::lock_guard lk(mu);
+      auto it = reads.find(id);
+      if (!s.ok()) {
+        if (it != reads.end()) EndLocked(it, s.status());
+      } else if (it != reads.end()) {
+        it->second.stream.emplace(std::move(*s));
+      } else {
+        ended.emplace(std::move(*s));  // it ended already
       }
     }
     cv.notify_all();
   }
 
-  void FailLocked(const std::vector<size_t>& ids, uint64_t pump,
-                  const Status& cause) {
-    for (size_t i : ids) {
+  // A list's bytes or its own error, filed if the list still waits for it
+  // (it may have been dropped meanwhile).
+  void OnResult(uint64_t id, RangeResult r) {
+    {
+      std::lock_guard lk(mu);
+      auto rd = reads.find(id);
+      if (rd == reads.end()) return;
+      const size_t i = rd->second.lists[r.index];
       auto it = table.find(i);
-      if (it == table.end() || it->second.pump != pump ||
-          it->second.state != Entry::State::kPending) {
-        continue;
+      if (it == table.end() || it->second.state != Entry::State::kPending) {
+        return;  // r.bytes is released after the lock
       }
-      it->second.state = Entry::State::kFailed;
-      it->second.error = cause.WithContext(Describe(i));
+      Entry& e = it->second;
+      if (r.status.ok()) {
+        e.bytes = std::move(r.bytes);
+        e.state = Entry::State::kReady;
+      } else if (e.read == id) {
+        e.state = Entry::State::kFailed;
+        e.error = r.status.WithContext(Describe(i));
+      }
     }
     cv.notify_all();
   }
 
-  // True when the limiter can admit nothing until a response is released.
-  bool Stuck() const { return reader.limiter()->Stalled(); }
+  void OnEnd(uint64_t id, const Status& st) {
+    std::optional<RangeStream> ended;  // this one: destroyed after the lock
+    {
+      std::lock_guard lk(mu);
+      auto it = reads.find(id);
+      if (it == reads.end()) return;
+      ended = std::move(it->second.stream);
+      EndLocked(it, st);
+    }
+    cv.notify_all();
+  }
 
-  // Drops the list read ahead that is needed last (not pinned, not `keep`),
-  // so that the budget admits more. Any thread's: a list shared by several
-  // threads is theirs alike, and whichever thread next needs it reads it
-  // again with priority. Pinned lists are released by scans, which do not
-  // wait for the budget.
-  bool EvictOneLocked(size_t keep) {
+  // A stream ended: its lists still pending fail with its error (only a
+  // stall past the response_stall_timeout ends one early).
+  void EndLocked(std::unordered_map<uint64_t, ListRead>::iterator it,
+                 const Status& st) {
+    for (size_t i : it->second.lists) {
+      auto e = table.find(i);
+      if (!st.ok() && e != table.end() && e->second.read == it->first &&
+          e->second.state == Entry::State::kPending) {
+        e->second.state = Entry::State::kFailed;
+        e->second.error = st.WithContext(Describe(i));
+      }
+    }
+    reads.erase(it);
+  }
+
+  // Takes the list read ahead that is needed last (not pinned, not `keep`)
+  // out of the table, so that releasing it lets the budget admit more. Any
+  // thread's: whichever thread next needs it reads it again with priority.
+  // Pinned lists are released by scans, which do not wait for the budget.
+  bool EvictOneLocked(size_t keep, Slice* out) {
     Entry* victim = nullptr;
     for (auto& [id, e] : table) {
       if (id == keep || e.state != Entry::State::kReady || e.pins != 0 ||
@@ -245,76 +273,96 @@ struct RangeInvertedLists::Impl
       if (victim == nullptr || e.NextUse() > victim->NextUse()) victim = &e;
     }
     if (victim == nullptr) return false;
-    victim->bytes.Reset();
+    *out = std::exchange(victim->bytes, Slice());
     victim->state = Entry::State::kEvicted;
     ++stats.lists_evicted;
     return true;
   }
 
-  // Waits until list i is ready, reading it at once with priority if it
-  // is not coming; pins it. Throws on a failure.
-  Entry& AcquireLocked(std::unique_lock<std::mutex>& lk, size_t i) {
-    Entry& e = table[i];
-    ++e.waiters;
-    for (;;) {
-      switch (e.state) {
-        case Entry::State::kReady:
-          AlignLocked(e, i);
-          ++e.pins;
-          --e.waiters;
-          return e;
-        case Entry::State::kFailed: {
-          const std::string msg = e.error.ToString();
-          e.state = Entry::State::kEvicted;  // a later call reads again
-          --e.waiters;
-          throw ::faiss::FaissException(msg);
-        }
-        case Entry::State::kEvicted: {
-          e.state = Entry::State::kPending;
-          e.pump = next_pump++;
-          ++stats.lists_on_demand;
-          StartPumpLocked({PlannedRead{RangeOf(i), {i}, 0}}, e.pump,
-                          Priority::kHigh);
-          break;
-        }
-        case Entry::State::kPending:
-          if (Stuck() && EvictOneLocked(i)) break;
-          cv.wait_for(lk, kStuckCheck,
-                      [&] { return e.state != Entry::State::kPending; });
-          break;
-      }
-    }
-  }
-
-  // The ids must be int64-aligned: a buffer that leaves them unaligned
-  // (a layout whose lists do not keep one alignment) is copied once.
-  void AlignLocked(Entry& e, size_t i) {
-    const uint64_t ids_at = lists[i].ids_offset - RangeOf(i).offset;
-    if ((reinterpret_cast<uintptr_t>(e.bytes.data()) + ids_at) % 8 == 0) return;
-    std::byte* w = nullptr;
-    Slice copy = Slice::Allocate(e.bytes.size() + 8, &w);
-    const size_t shift =
-        (8 - (reinterpret_cast<uintptr_t>(w) + ids_at) % 8) % 8;
-    std::memcpy(w + shift, e.bytes.data(), e.bytes.size());
-    e.bytes = copy.Sub(shift, e.bytes.size());
-    ++stats.aligned_copies;
-  }
-
-  // Unpins list i; a codes release counts as one of this thread's scans.
-  void ReleaseLocked(size_t i, bool use) {
-    auto it = table.find(i);
-    if (it == table.end() || it->second.pins == 0) return;
-    Entry& e = it->second;
-    --e.pins;
-    if (use) {
-      const std::thread::id self = std::this_thread::get_id();
-      for (ThreadUses& u : e.uses) {
-        if (u.thread == self && u.InUse()) ++u.used;
-      }
-    }
-    if (e.Droppable()) table.erase(it);
-  }
+  const std::byte* Acquire(size_t i, uint64_t at);
+  void AlignLocked(Entry& e, size_t i, std::vector<Slice>* drop);
+  void Release(size_t i, bool use);
 };
+
+// Waits until list i is ready, reading it at once with priority if it is
+// not coming, and pins it: the address of file offset `at` in it. Throws
+// on a failure (a later call reads the list again).
+const std::byte* RangeInvertedLists::Impl::Acquire(size_t i, uint64_t at) {
+  std::vector<Slice> drop;
+  std::unique_lock lk(mu);
+  Entry& e = table[i];  // waiters > 0 keeps it in the table
+  ++e.waiters;
+  for (;;) {
+    switch (e.state) {
+      case Entry::State::kReady:
+        AlignLocked(e, i, &drop);
+        ++e.pins;
+        --e.waiters;
+        return e.bytes.data() + (at - StartOf(i, e));
+      case Entry::State::kFailed: {
+        const std::string msg = e.error.ToString();
+        e.state = Entry::State::kEvicted;
+        --e.waiters;
+        throw ::faiss::FaissException(msg);
+      }
+      case Entry::State::kEvicted: {
+        ++stats.lists_on_demand;
+        const std::vector<ByteRange> range = {RangeOf(i)};
+        const uint64_t id = BeginReadLocked({i});
+        lk.unlock();
+        StartRead(id, range, Priority::kHigh);
+        lk.lock();
+        break;
+      }
+      case Entry::State::kPending: {
+        Slice victim;
+        if (reader.limiter()->Stalled() && EvictOneLocked(i, &victim)) {
+          lk.unlock();
+          victim.Reset();
+          lk.lock();
+          break;
+        }
+        cv.wait_for(lk, kStuckCheck,
+                    [&] { return e.state != Entry::State::kPending; });
+        break;
+      }
+    }
+  }
+}
+
+// The ids must be int64-aligned: a buffer that leaves them unaligned (a
+// read shared with lists of another alignment) is copied once.
+void RangeInvertedLists::Impl::AlignLocked(Entry& e, size_t i,
+                                           std::vector<Slice>* drop) {
+  const uint64_t ids_at = lists[i].ids_offset - StartOf(i, e);
+  if ((reinterpret_cast<uintptr_t>(e.bytes.data()) + ids_at) % 8 == 0) return;
+  std::byte* w = nullptr;
+  Slice copy = Slice::Allocate(e.bytes.size() + 8, &w);
+  const size_t shift = (8 - (reinterpret_cast<uintptr_t>(w) + ids_at) % 8) % 8;
+  std::memcpy(w + shift, e.bytes.data(), e.bytes.size());
+  drop->push_back(std::exchange(e.bytes, copy.Sub(shift, e.bytes.size())));
+  ++stats.aligned_copies;
+}
+
+// Unpins list i; a codes release counts as one of this thread's scans.
+void RangeInvertedLists::Impl::Release(size_t i, bool use) {
+  Slice dropped;
+  std::lock_guard lk(mu);
+  auto it = table.find(i);
+  if (it == table.end() || it->second.pins == 0) return;
+  Entry& e = it->second;
+  --e.pins;
+  if (use) {
+    const std::thread::id self = std::this_thread::get_id();
+    for (ThreadUses& u : e.uses) {
+      if (u.thread == self && u.InUse()) ++u.used;
+    }
+  }
+  if (e.Droppable()) {
+    dropped = std::move(e.bytes);
+    table.erase(it);
+  }
+}
 
 Result<std::unique_ptr<RangeInvertedLists>> RangeInvertedLists::Make(
     size_t code_size, std::vector<Extent> lists, Reader reader,
@@ -342,36 +390,44 @@ Result<std::unique_ptr<RangeInvertedLists>> RangeInvertedLists::Make(
           " bytes: a truncated or foreign file");
     }
   }
-  auto impl = std::make_shared<Impl>(std::move(reader));
+  auto impl = std::make_unique<Impl>(std::move(reader));
   impl->code_size = code_size;
   impl->lists = std::move(lists);
   // A pinned list holds its whole read, so each search thread may hold one
   // read: the cap leaves room for one read per thread plus one more.
   const uint64_t threads = std::max(omp_get_max_threads(), 1);
   const uint64_t budget = impl->reader.limiter()->response_budget_bytes();
-  impl->max_read =
-      std::min(max_read_bytes == 0 ? kDefaultMaxRead : max_read_bytes,
-               budget / (threads + 1));
-  impl->max_gap = max_gap_bytes.value_or(kDefaultMaxGap);
+  PlannerOptions& p = impl->planner;
+  p.coalesce_gap = max_gap_bytes.value_or(kDefaultMaxGap);
+  p.max_overread_ratio = PlannerOptions::kNoOverreadLimit;
+  p.max_merged_bytes = std::max<uint64_t>(
+      1, std::min(max_read_bytes == 0 ? kDefaultMaxRead : max_read_bytes,
+                  budget / (threads + 1)));
+  p.split_bytes = PlannerOptions::kNoSplit;
   const size_t nlist = impl->lists.size();
   return std::unique_ptr<RangeInvertedLists>(
       new RangeInvertedLists(nlist, code_size, std::move(impl)));
 }
 
 RangeInvertedLists::RangeInvertedLists(size_t n, size_t code_bytes,
-                                       std::shared_ptr<Impl> impl)
+                                       std::unique_ptr<Impl> impl)
     : ReadOnlyInvertedLists(n, code_bytes), impl_(std::move(impl)) {}
 
-// Drops every held list (their budget lets blocked pumps finish), stops the
-// pumps at their next result and waits for them.
+// Cancels the streams (each waits for its running callback, which takes
+// the mutex: not held here), then releases the lists.
 RangeInvertedLists::~RangeInvertedLists() {
   std::unordered_map<size_t, Entry> table;
-  std::unique_lock lk(impl_->mu);
-  impl_->closing = true;
-  table.swap(impl_->table);
-  impl_->announced.clear();
-  for (auto& [i, e] : table) e.bytes.Reset();
-  impl_->cv.wait(lk, [&] { return impl_->active_pumps == 0; });
+  std::vector<RangeStream> streams;
+  {
+    std::lock_guard lk(impl_->mu);
+    for (auto& [id, r] : impl_->reads) {
+      if (r.stream) streams.push_back(std::move(*r.stream));
+    }
+    impl_->reads.clear();
+    table.swap(impl_->table);
+    impl_->announced.clear();
+  }
+  streams.clear();
 }
 
 size_t RangeInvertedLists::list_size(size_t list_no) const {
@@ -381,34 +437,27 @@ size_t RangeInvertedLists::list_size(size_t list_no) const {
 
 const uint8_t* RangeInvertedLists::get_codes(size_t list_no) const {
   if (list_size(list_no) == 0) return kEmpty;
-  std::unique_lock lk(impl_->mu);
-  Entry& e = impl_->AcquireLocked(lk, list_no);
-  return reinterpret_cast<const uint8_t*>(e.bytes.data()) +
-         impl_->PadOf(list_no);
+  return reinterpret_cast<const uint8_t*>(
+      impl_->Acquire(list_no, impl_->lists[list_no].codes_offset));
 }
 
 const RangeInvertedLists::idx_t* RangeInvertedLists::get_ids(
     size_t list_no) const {
   if (list_size(list_no) == 0) return reinterpret_cast<const idx_t*>(kEmpty);
-  std::unique_lock lk(impl_->mu);
-  Entry& e = impl_->AcquireLocked(lk, list_no);
-  const uint64_t ids_at =
-      impl_->lists[list_no].ids_offset - impl_->RangeOf(list_no).offset;
-  return reinterpret_cast<const idx_t*>(e.bytes.data() + ids_at);
+  return reinterpret_cast<const idx_t*>(
+      impl_->Acquire(list_no, impl_->lists[list_no].ids_offset));
 }
 
 void RangeInvertedLists::release_codes(size_t list_no,
                                        const uint8_t* /*codes*/) const {
   if (list_size(list_no) == 0) return;
-  std::lock_guard lk(impl_->mu);
-  impl_->ReleaseLocked(list_no, /*use=*/true);
+  impl_->Release(list_no, /*use=*/true);
 }
 
 void RangeInvertedLists::release_ids(size_t list_no,
                                      const idx_t* /*ids*/) const {
   if (list_size(list_no) == 0) return;
-  std::lock_guard lk(impl_->mu);
-  impl_->ReleaseLocked(list_no, /*use=*/false);
+  impl_->Release(list_no, /*use=*/false);
 }
 
 const uint8_t* RangeInvertedLists::get_single_code(size_t list_no,
@@ -420,46 +469,48 @@ const uint8_t* RangeInvertedLists::get_single_code(size_t list_no,
 }
 
 // Deduplicates the lists (first use first), announces this thread's scans
-// of them, and reads those no thread holds or is reading as one request,
-// planned by offset (PlanListReads). Never throws (FAISS calls it inside
-// an OpenMP region): a failure is filed on the lists and thrown by
-// get_codes.
+// of them, and reads those no thread holds or is reading as one request in
+// scan order. Never throws (FAISS calls it inside an OpenMP region): a
+// failure is filed on the lists and thrown by get_codes.
 void RangeInvertedLists::prefetch_lists(const idx_t* list_nos, int n) const {
-  std::lock_guard lk(impl_->mu);
-  if (impl_->closing) return;
-  const std::thread::id self = std::this_thread::get_id();
-  impl_->ForgetUsesLocked(self);
-  std::unordered_map<size_t, std::vector<uint32_t>> uses;
-  std::vector<size_t> order;
-  for (int k = 0; k < n; ++k) {
-    const idx_t l = list_nos[k];
-    if (l < 0 || static_cast<size_t>(l) >= nlist) continue;
-    if (impl_->lists[l].size == 0) continue;
-    std::vector<uint32_t>& u = uses[l];
-    if (u.empty()) order.push_back(static_cast<size_t>(l));
-    u.push_back(static_cast<uint32_t>(k));
-  }
-  const uint64_t pump = impl_->next_pump++;
-  std::vector<ListToRead> to_read;
-  for (size_t l : order) {
-    Entry& e = impl_->table[l];
-    const uint32_t first_use = uses[l].front();
-    e.uses.push_back({self, std::move(uses[l]), 0});
-    if (e.state == Entry::State::kReady || e.state == Entry::State::kPending) {
-      ++impl_->stats.lists_already_held;
-      continue;
+  std::vector<Slice> drop;
+  std::vector<ByteRange> ranges;
+  uint64_t id = 0;
+  {
+    std::lock_guard lk(impl_->mu);
+    const std::thread::id self = std::this_thread::get_id();
+    impl_->ForgetUsesLocked(self, &drop);
+    std::unordered_map<size_t, std::vector<uint32_t>> uses;
+    std::vector<size_t> order;
+    for (int k = 0; k < n; ++k) {
+      const idx_t l = list_nos[k];
+      if (l < 0 || static_cast<size_t>(l) >= nlist) continue;
+      if (impl_->lists[l].size == 0) continue;
+      std::vector<uint32_t>& u = uses[l];
+      if (u.empty()) order.push_back(static_cast<size_t>(l));
+      u.push_back(static_cast<uint32_t>(k));
     }
-    e.state = Entry::State::kPending;
-    e.pump = pump;
-    to_read.push_back({l, impl_->RangeOf(l), first_use});
+    std::vector<size_t> to_read;
+    for (size_t l : order) {
+      Entry& e = impl_->table[l];
+      e.uses.push_back({self, std::move(uses[l]), 0});
+      if (e.state == Entry::State::kReady ||
+          e.state == Entry::State::kPending) {
+        ++impl_->stats.lists_already_held;
+      } else {
+        to_read.push_back(l);
+      }
+    }
+    impl_->announced[self] = std::move(order);
+    ++impl_->stats.prefetch_calls;
+    impl_->stats.lists_prefetched += to_read.size();
+    if (to_read.empty()) return;
+    ranges = impl_->RangesOf(to_read);
+    Result<Plan> plan = PlanReads(ranges, impl_->planner);
+    impl_->stats.prefetch_reads += plan.ok() ? plan->reads.size() : 0;
+    id = impl_->BeginReadLocked(std::move(to_read));
   }
-  impl_->announced[self] = std::move(order);
-  ++impl_->stats.prefetch_calls;
-  impl_->stats.lists_prefetched += to_read.size();
-  std::vector<PlannedRead> plan =
-      PlanListReads(std::move(to_read), impl_->max_read, impl_->max_gap);
-  impl_->stats.prefetch_reads += plan.size();
-  impl_->StartPumpLocked(std::move(plan), pump, Priority::kNormal);
+  impl_->StartRead(id, ranges, Priority::kNormal);
 }
 
 ListStats RangeInvertedLists::GetListStats() const {

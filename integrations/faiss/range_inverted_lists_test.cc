@@ -22,7 +22,6 @@
 #include <random>
 #include <thread>
 
-#include "rangeio_faiss/list_read_plan.h"
 #include "support/gated_source.h"
 #include "support/http_servers.h"
 #include "support/test_util.h"
@@ -297,55 +296,6 @@ TEST(RangeInvertedListsTest, ReadErrorNamesListAndRange) {
   EXPECT_THAT(bad.status().ToString(), HasSubstr("list 4"));
 }
 
-// The plan of one prefetch: lists sorted by offset, touching or overlapping
-// ones (the alignment pad) merged up to the cap, never across a gap, and
-// the reads ordered by their lists' first scan.
-TEST(PlanListReadsTest, MergesByOffsetAndOrdersByFirstUse) {
-  const std::vector<ListToRead> lists = {
-      {7, {200, 100}, 5},   {1, {400, 100}, 1},   {5, {0, 100}, 3},
-      {9, {500, 1000}, 2},  {2, {100, 100}, 0},   {4, {1497, 103}, 6},
-      {3, {2000, 100}, 7},  {6, {2096, 54}, 4},   {8, {3000, 100}, 8},
-      {10, {3100, 250}, 9}, {11, {4000, 10}, 10},
-  };
-  const std::vector<PlannedRead> plan = PlanListReads(lists, 300, 0);
-  ASSERT_EQ(plan.size(), 8u);
-  auto expect = [&](size_t k, ByteRange range, std::vector<size_t> ids,
-                    uint32_t first_use) {
-    SCOPED_TRACE("read " + std::to_string(k));
-    EXPECT_EQ(plan[k].range, range);
-    EXPECT_EQ(plan[k].lists, ids);
-    EXPECT_EQ(plan[k].first_use, first_use);
-  };
-  expect(0, {0, 300}, {5, 2, 7}, 0);  // touching, exactly the cap
-  expect(1, {400, 100}, {1}, 1);      // a gap before it: alone
-  expect(2, {500, 1000}, {9}, 2);     // larger than the cap: alone
-  expect(3, {2000, 150}, {3, 6}, 4);  // overlapping by 4 bytes
-  expect(4, {1497, 103}, {4}, 6);     // would exceed the cap with 9
-  expect(5, {3000, 100}, {8}, 8);     // 8 + 10 would be 350 bytes
-  expect(6, {3100, 250}, {10}, 9);
-  expect(7, {4000, 10}, {11}, 10);
-  // A cap of one byte: every list a read of its own, in scan order.
-  const std::vector<PlannedRead> apart = PlanListReads(lists, 1, 0);
-  ASSERT_EQ(apart.size(), lists.size());
-  for (size_t k = 0; k < apart.size(); ++k) {
-    EXPECT_EQ(apart[k].first_use, k);
-    EXPECT_EQ(apart[k].lists.size(), 1u);
-  }
-  // A gap of up to 100 bytes is read through: 1 joins 5, 2 and 7 (reads
-  // [300, 400) that nobody needs), 3 and 6 stay apart from 4 (400 bytes).
-  const std::vector<PlannedRead> spanned = PlanListReads(lists, 500, 100);
-  ASSERT_EQ(spanned.size(), 6u);
-  EXPECT_EQ(spanned[0].range, (ByteRange{0, 500}));
-  EXPECT_EQ(spanned[0].lists, (std::vector<size_t>{5, 2, 7, 1}));
-  EXPECT_EQ(spanned[1].range, (ByteRange{500, 1000}));
-  EXPECT_EQ(spanned[2].range, (ByteRange{2000, 150}));
-  EXPECT_EQ(spanned[3].range, (ByteRange{1497, 103}));
-  EXPECT_EQ(spanned[4].range, (ByteRange{3000, 350}));
-  EXPECT_EQ(spanned[4].lists, (std::vector<size_t>{8, 10}));
-  EXPECT_EQ(spanned[5].range, (ByteRange{4000, 10}));
-  EXPECT_TRUE(PlanListReads({}, 300, 0).empty());
-}
-
 // Two search threads whose prefetches overlap read each list once: the
 // second finds the shared lists held or coming, and both scan every list
 // with the right bytes. Apart lists: one read each; touching lists: merged.
@@ -406,6 +356,197 @@ TEST(RangeInvertedListsTest, ThreadsSharePrefetchedLists) {
     EXPECT_EQ(s.prefetch_reads, touching ? 2u : 6u);
     EXPECT_EQ(lists.reader().limiter()->GetStats().physical_bytes, 6u * 160);
   }
+}
+
+using Extent = RangeInvertedLists::Extent;
+using rangeio::testing::GatedSource;
+
+// Extents of 10 entries of 8-byte codes (160 bytes a list) at `at`.
+std::vector<Extent> ListsAt(const std::vector<uint64_t>& at) {
+  std::vector<Extent> extents;
+  extents.reserve(at.size());
+  for (const uint64_t a : at) extents.push_back({a, a + 80, 10});
+  return extents;
+}
+
+// Scans list i once: its codes and ids are the source's bytes, the ids
+// 8-aligned.
+void ExpectList(const RangeInvertedLists& lists, size_t i, const Extent& e) {
+  SCOPED_TRACE("list " + std::to_string(i));
+  const uint8_t* codes = lists.get_codes(i);
+  const auto* ids = lists.get_ids(i);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(ids) % 8, 0u);
+  EXPECT_TRUE(rangeio::testing::MatchesPattern(
+      {e.codes_offset, e.size * lists.code_size},
+      {reinterpret_cast<const std::byte*>(codes), e.size * lists.code_size}));
+  EXPECT_TRUE(rangeio::testing::MatchesPattern(
+      {e.ids_offset, e.size * 8},
+      {reinterpret_cast<const std::byte*>(ids), e.size * 8}));
+  lists.release_ids(i, ids);
+  lists.release_codes(i, codes);
+}
+
+// One prefetch's physical reads: lists that touch share a read, and the
+// reads go out in scan order (by the first scan of any list they hold),
+// not by offset; with max_read_bytes = 1 each list is a read of its own.
+TEST(RangeInvertedListsTest, ReadsFollowScanOrderAndCoalesce) {
+  // Lists 0-2 touch, 3-4 touch, 5 is alone, 6-7 touch.
+  const std::vector<Extent> extents =
+      ListsAt({0, 160, 320, 10000, 10160, 20000, 30000, 30160});
+  const std::vector<faiss::Index::idx_t> probe = {5, 4, 0, 7, 2, 5, 3, 1, 6};
+  struct Case {
+    uint64_t max_read;
+    std::vector<ByteRange> reads;  // in issue order
+  };
+  const std::vector<Case> cases = {
+      {0, {{20000, 160}, {10000, 320}, {0, 480}, {30000, 320}}},
+      {1,
+       {{20000, 160},
+        {10160, 160},
+        {0, 160},
+        {30160, 160},
+        {320, 160},
+        {10000, 160},
+        {160, 160},
+        {30000, 160}}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("max_read_bytes " + std::to_string(c.max_read));
+    auto gate = GatedSource::Make("gate", 1 << 20, GatedSource::Mode::kHold);
+    Options o;
+    o.limiter.io_concurrency = 16;
+    auto reader = Reader::Open(gate, o);
+    ASSERT_TRUE(reader.ok());
+    auto lists = RangeInvertedLists::Make(8, extents, *reader, c.max_read, 0);
+    ASSERT_TRUE(lists.ok()) << lists.status().ToString();
+    (*lists)->prefetch_lists(probe.data(), static_cast<int>(probe.size()));
+    ASSERT_TRUE(gate->WaitForStarted(c.reads.size()));
+    EXPECT_EQ(gate->started_ranges(), c.reads);
+    gate->SetMode(GatedSource::Mode::kPassAsync);
+    for (size_t i = 0; i < extents.size(); ++i) {
+      ExpectList(**lists, i, extents[i]);
+    }
+    const ListStats s = (*lists)->GetListStats();
+    EXPECT_EQ(s.lists_prefetched, extents.size());
+    EXPECT_EQ(s.prefetch_reads, c.reads.size());
+    EXPECT_EQ(s.lists_on_demand, 0u);
+    EXPECT_EQ(gate->reads_started(), c.reads.size());
+  }
+}
+
+// Lists whose codes leave their ids unaligned (3-byte codes, back to
+// back): each range's alignment pad would overlap the list before, which
+// would make the whole run one read; the pads are left out between lists
+// of a request, so the cap holds. A list read alone keeps its pad.
+TEST(RangeInvertedListsTest, AlignmentPadsKeepReadsUnderTheCap) {
+  std::vector<Extent> extents;
+  for (uint64_t i = 0; i < 8; ++i) {
+    extents.push_back({8 + i * 55, 8 + i * 55 + 15, 5});  // 15 + 40 bytes
+  }
+  auto gate = GatedSource::Make("gate", 1 << 20, GatedSource::Mode::kPassAsync);
+  auto reader = Reader::Open(gate);
+  ASSERT_TRUE(reader.ok());
+  auto lists = RangeInvertedLists::Make(3, extents, *reader, 120, 0);
+  ASSERT_TRUE(lists.ok()) << lists.status().ToString();
+  const std::vector<faiss::Index::idx_t> probe = {0, 1, 2, 3, 4, 5, 6, 7};
+  (*lists)->prefetch_lists(probe.data(), static_cast<int>(probe.size()));
+  for (size_t i = 0; i < extents.size(); ++i) {
+    const uint8_t* codes = (*lists)->get_codes(i);
+    const auto* ids = (*lists)->get_ids(i);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(ids) % 8, 0u);
+    EXPECT_TRUE(rangeio::testing::MatchesPattern(
+        {extents[i].codes_offset, 55},
+        {reinterpret_cast<const std::byte*>(codes), 55}));
+    (*lists)->release_ids(i, ids);
+    (*lists)->release_codes(i, codes);
+  }
+  const std::vector<ByteRange> reads = gate->started_ranges();
+  EXPECT_GE(reads.size(), 4u);  // 440 bytes in reads of at most 120
+  for (const ByteRange& r : reads) EXPECT_LE(r.length, 120u) << r.ToString();
+  // Read alone (on demand), list 3 starts at its pad: aligned, no copy.
+  gate->ClearStarted();
+  const ListStats before = (*lists)->GetListStats();
+  ExpectList(**lists, 3, extents[3]);
+  EXPECT_EQ(gate->started_ranges(), (std::vector<ByteRange>{{172, 56}}));
+  const ListStats after = (*lists)->GetListStats();
+  EXPECT_EQ(after.lists_on_demand, before.lists_on_demand + 1);
+  EXPECT_EQ(after.aligned_copies, before.aligned_copies);
+}
+
+// A coalesced read that fails is read again list by list by the core:
+// only the list whose own range fails throws, and a later call reads it
+// again.
+TEST(RangeInvertedListsTest, FailedSharedReadFailsOnlyItsList) {
+  auto gate = GatedSource::Make("gate", 1 << 20, GatedSource::Mode::kPassAsync);
+  gate->FailOffset(0, "injected failure");  // the shared read and list 0's
+  auto reader = Reader::Open(gate);
+  ASSERT_TRUE(reader.ok());
+  const std::vector<Extent> extents = ListsAt({0, 160, 320, 480});
+  auto lists = RangeInvertedLists::Make(8, extents, *reader, 0, 0);
+  ASSERT_TRUE(lists.ok()) << lists.status().ToString();
+  const std::vector<faiss::Index::idx_t> probe = {2, 0, 1, 3};
+  (*lists)->prefetch_lists(probe.data(), static_cast<int>(probe.size()));
+  for (const size_t i : {2, 1, 3}) ExpectList(**lists, i, extents[i]);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      (*lists)->get_codes(0);
+      ADD_FAILURE() << "no exception";
+    } catch (const faiss::FaissException& e) {
+      EXPECT_THAT(e.what(), HasSubstr("FAISS list 0"));
+      EXPECT_THAT(e.what(), HasSubstr("[0, 160)"));
+      EXPECT_THAT(e.what(), HasSubstr("injected failure"));
+    }
+  }
+  const ListStats s = (*lists)->GetListStats();
+  EXPECT_EQ(s.prefetch_reads, 1u);
+  EXPECT_EQ(s.lists_on_demand, 1u);  // the second attempt
+  // The shared read, its four lists alone, list 0 again on demand.
+  const std::vector<ByteRange> reads = gate->started_ranges();
+  ASSERT_EQ(reads.size(), 6u);
+  EXPECT_EQ(reads.front(), (ByteRange{0, 640}));
+  EXPECT_EQ(reads.back(), (ByteRange{0, 160}));
+  EXPECT_EQ(gate->reads_failed(), 3u);
+  EXPECT_EQ((*lists)->reader().limiter()->GetStats().ranges_retried, 4u);
+}
+
+// Destroying the lists with reads held in the backend and more queued
+// returns at once: the streams are cancelled, their reads' permits and the
+// lists' budget come back.
+TEST(RangeInvertedListsTest, DestructorCancelsReadsInFlight) {
+  auto gate = GatedSource::Make("gate", 1 << 20, GatedSource::Mode::kHold);
+  Options o;
+  o.limiter.io_concurrency = 3;
+  auto reader = Reader::Open(gate, o);
+  ASSERT_TRUE(reader.ok());
+  auto lists = RangeInvertedLists::Make(
+      8, ListsAt({0, 1000, 2000, 3000, 4000, 5000, 6000, 7000}), *reader, 0, 0);
+  ASSERT_TRUE(lists.ok()) << lists.status().ToString();
+  const std::vector<faiss::Index::idx_t> mine = {0, 1, 2, 3};
+  const std::vector<faiss::Index::idx_t> theirs = {4, 5, 6, 7};
+  std::thread other([&] { (*lists)->prefetch_lists(theirs.data(), 4); });
+  other.join();
+  (*lists)->prefetch_lists(mine.data(), 4);
+  ASSERT_TRUE(gate->WaitForHeld(3));
+  // One list arrives and is held in the table; the next read takes its
+  // permit.
+  ASSERT_TRUE(gate->ReleaseOldest(1) == 1);
+  ASSERT_TRUE(gate->WaitForHeld(3));
+  auto destroyed = std::async(std::launch::async, [&] { lists->reset(); });
+  if (destroyed.wait_for(std::chrono::seconds(10)) !=
+      std::future_status::ready) {
+    GatedSource::PassAllLiveGates();
+    destroyed.wait();
+    FAIL() << "the destructor waited for reads held in the backend";
+  }
+  EXPECT_EQ(gate->held(), 0u);
+  // The three held, and any queued read a cancel's permits admitted before
+  // its own stream was cancelled.
+  EXPECT_GE(gate->cancelled(), 3u);
+  const std::shared_ptr<Limiter>& limiter = reader->limiter();
+  EXPECT_TRUE(rangeio::testing::WaitUntil([&] {
+    const Stats s = limiter->GetStats();
+    return s.in_flight == 0 && s.retained_count == 0 && s.retained_bytes == 0;
+  })) << limiter->GetStats().ToString();
 }
 
 }  // namespace

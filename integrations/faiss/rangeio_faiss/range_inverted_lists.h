@@ -13,25 +13,34 @@
 // How a search reads: IndexIVF::search calls prefetch_lists on each of its
 // threads with that thread's probed lists. RangeInvertedLists keeps ONE
 // table of lists for all threads, so a list another thread holds or is
-// reading is not read again. The rest are sorted by file offset, lists that
-// touch or lie up to max_gap_bytes apart are merged into reads of up to
-// max_read_bytes (PlanListReads), and the reads go out as ONE request,
-// ordered by their lists' first scan, that a pump thread drains while the
-// search scans. get_codes waits for its list and returns a pointer into the
-// read's buffer (no copy; ids 8-byte aligned); release unpins. A list no
-// thread prefetched (an evicted list, a get_codes without a prefetch) is
-// read at once with Priority::kHigh, ahead of queued prefetches. A read
-// error throws faiss::FaissException naming the list and its byte range.
+// reading is not read again. The rest go out as ONE ReadRanges request, a
+// range per list in scan order: the core planner merges lists up to
+// max_gap_bytes apart into reads of up to max_read_bytes (never splitting
+// a list) and issues the reads in scan order (IssueOrder::kRequest). The
+// stream's callbacks file each list as it arrives, while the search scans.
+// get_codes waits for its list and returns a pointer into the read's buffer
+// (no copy); release unpins. A list no thread prefetched (an evicted list,
+// a get_codes without a prefetch) is read at once with Priority::kHigh,
+// ahead of queued prefetches. A failed read of several lists is read again
+// list by list (ReadOptions::per_range_errors), so only a list whose own
+// range fails throws faiss::FaissException, naming the list and its bytes.
+//
+// Alignment: a list's range starts up to 7 bytes before its codes so that
+// its ids are 8-aligned in a read of its own; the pad is left out where it
+// would overlap another list of the same request (overlapping ranges are
+// one read for the planner, however long). A list whose ids still land
+// unaligned (in a read it shares) is copied once (aligned_copies).
 //
 // Memory: every list held (read ahead and not yet scanned, or pinned by a
 // scan) holds the limiter's response budget (Options::response_budget_bytes
 // and _count), so the budget bounds the lists' memory whatever the batch.
 // When a thread waits for a list that cannot be admitted because the budget
-// is all held by lists read ahead, it evicts such lists (not pinned ones);
-// they are read again, with priority, when scanned. A batch completes with
-// any budget that holds one read per search thread plus one more (a pinned
-// list holds its whole read; the merge cap is at most budget / (search
-// threads + 1), and a list larger than the cap is a read of its own).
+// is all held by lists read ahead (Limiter::Stalled), it evicts such lists
+// (not pinned ones); they are read again, with priority, when scanned. A
+// batch completes with any budget that holds one read per search thread
+// plus one more (a pinned list holds its whole read; the merge cap is at
+// most budget / (search threads + 1), and a list larger than the cap is a
+// read of its own). The destructor cancels the reads still in flight.
 //
 // Thread-safety: as FAISS requires (concurrent reads from any threads).
 #pragma once
@@ -63,7 +72,9 @@ using SourceDecorator =
 
 struct IvfOpenOptions {
   SourceOptions source;  // backend options of the index (and data) URLs
-  Options reader;        // io_concurrency, response budget = lists' memory
+  // io_concurrency, response budget = lists' memory. Its planner is not
+  // used for the lists: max_read_bytes and max_gap_bytes plan them.
+  Options reader;
   // An "ilod" index: URL of its .ivfdata file. Empty: the file name stored
   // in the index, taken beside the index URL (as IO_FLAG_ONDISK_SAME_DIR).
   std::string data_url;
@@ -80,7 +91,7 @@ struct IvfOpenOptions {
 struct ListStats {
   uint64_t prefetch_calls = 0;
   uint64_t lists_prefetched = 0;  // distinct lists read by prefetches
-  uint64_t prefetch_reads = 0;    // ranges those lists were read as
+  uint64_t prefetch_reads = 0;    // reads the planner made of those lists
   // Lists a prefetch named that some thread held or was reading already.
   uint64_t lists_already_held = 0;
   uint64_t lists_on_demand = 0;  // lists read by get_codes at once
@@ -120,8 +131,8 @@ class RangeInvertedLists final : public ::faiss::ReadOnlyInvertedLists {
   struct Impl;
 
  private:
-  RangeInvertedLists(size_t n, size_t code_bytes, std::shared_ptr<Impl> impl);
-  std::shared_ptr<Impl> impl_;
+  RangeInvertedLists(size_t n, size_t code_bytes, std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 // Opens the FAISS IVF index at `url_or_path` (header read through rangeio,
