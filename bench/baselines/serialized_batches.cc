@@ -97,7 +97,7 @@ void SerializedBatches::ReadBatch(std::vector<Request> batch) {
                              : Result<Slice>(std::move(r.status)));
       finished(1);
     };
-    o.on_end = [requests, g, finished](Status st) {
+    o.on_end = [requests, g, finished](const Status& st) {
       for (size_t j = 0; j < g->members.size(); ++j) {
         if (g->delivered[j]) continue;
         (*requests)[g->members[j]].done(
