@@ -113,7 +113,7 @@ void BM_HotPathPerRead(benchmark::State& state) {
   double release_ns = 0;
   uint64_t reads = 0;
   std::optional<RangeStream> stream;
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     if (!stream) {
       state.PauseTiming();
       stream.emplace(*reader.ReadRanges(ranges, Delivery::kAsCompleted));
@@ -206,7 +206,7 @@ void BM_HotPathUringNop(benchmark::State& state) {
   o.limiter.response_budget_bytes = 2 * kWindow * kReadBytes;
   Reader reader = *Reader::Open(*source, o);
   const double cpu0 = ProcessCpuNs();
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     RangeStream stream = *reader.ReadRanges(ranges, Delivery::kAsCompleted);
     for (;;) {
       auto r = stream.Next();

@@ -42,7 +42,7 @@ void BM_MemoryStream(benchmark::State& state) {
       state.range(1) ? Delivery::kAsCompleted : Delivery::kOrdered;
   const std::vector<ByteRange> ranges = ShuffledRanges(8192);
   Reader reader = *Reader::Open(MakeMemorySource("mem", Data(), zero_copy));
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     RangeStream stream = *reader.ReadRanges(ranges, delivery);
     for (;;) {
       auto r = stream.Next();
@@ -70,7 +70,7 @@ void BM_SharedLimiterStreams(benchmark::State& state) {
   std::shared_ptr<Limiter> limiter = *Limiter::Make(o);
   Reader reader =
       *Reader::Open(MakeMemorySource("mem", Data(), true), o, limiter);
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     std::vector<RangeStream> open;
     for (size_t i = 0; i < streams; ++i)
       open.push_back(*reader.ReadRanges(ranges));
@@ -91,7 +91,7 @@ BENCHMARK(BM_SharedLimiterStreams)->Arg(1)->Arg(4)->Arg(32);
 void BM_HistogramRecord(benchmark::State& state) {
   LatencyHistogram h;
   uint64_t v = 1;
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     v = v * 6364136223846793005ull + 1442695040888963407ull;
     h.Record(v >> 40);
   }
@@ -102,7 +102,7 @@ BENCHMARK(BM_HistogramRecord);
 void BM_FillSimulatedBytes(benchmark::State& state) {
   std::vector<std::byte> buf(kRangeBytes);
   uint64_t off = 0;
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     FillSimulatedBytes(off, buf);
     off += 8192;
     benchmark::DoNotOptimize(buf.data());
@@ -113,7 +113,7 @@ void BM_FillSimulatedBytes(benchmark::State& state) {
 BENCHMARK(BM_FillSimulatedBytes);
 
 void BM_OptionsParse(benchmark::State& state) {
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     auto o = Options::Parse("read-thread-num=64,response-budget-bytes=64MiB");
     benchmark::DoNotOptimize(o);
   }

@@ -358,6 +358,145 @@ Result<Outcome> RunDirect(Layout layout, const BlobObjects& objects) {
   return out;
 }
 
+constexpr Layout kLayouts[] = {Layout::kDedicatedSame, Layout::kDedicatedMulti,
+                               Layout::kPackedSame, Layout::kPackedMulti};
+// The modes of each layout, in row order: a cell's `mode` indexes them.
+constexpr const char* kModes[] = {"serialized", "dispatched", "direct"};
+constexpr int kDirectMode = 2;
+
+nlohmann::json BlobConfig(const std::string& base_url, int rounds) {
+  return {{"base_url", base_url},
+          {"callers", kCallers},
+          {"reads_per_caller", kReadsPerCaller},
+          {"blob_bytes", kBlobBytes},
+          {"blobs", kBlobs},
+          {"handles_multi", kHandles},
+          {"latency", "caller-observed, exact (nearest rank)"},
+          {"io_concurrency", kConcurrency},
+          {"injected_latency", "lognormal, median 24 ms (proxy)"},
+          {"planner", "none"},
+          {"rounds", rounds}};
+}
+
+// One row: a layout in one mode, with what its rounds added up to.
+struct Cell {
+  Layout layout;
+  int mode;
+  Outcome total;  // latency_ns: every read of every round
+};
+
+// The cells, every layout in every mode, and a row for each in `rep`.
+std::vector<Cell> AddCells(Report* rep) {
+  std::vector<Cell> cells;
+  for (Layout l : kLayouts) {
+    for (int m = 0; m < 3; ++m) {
+      cells.push_back({l, m, {}});
+      Row row;
+      row.strategy = std::string(LayoutName(l)) + "/" + kModes[m];
+      row.ranges = static_cast<uint64_t>(kCallers) * kReadsPerCaller;
+      rep->rows.push_back(row);
+    }
+  }
+  return cells;
+}
+
+// The rounds: every cell once per round, in rotating order; each run's
+// time into its row, its reads, requests and bytes into its cell's total.
+// An error for a run that failed or read wrong bytes.
+Status RunRounds(int rounds, const BlobObjects& objects,
+                 std::vector<Cell>* cells, Report* rep) {
+  Status failure;
+  Rounds(rounds, cells->size(), [&](size_t k) {
+    if (!failure.ok()) return;
+    Cell& c = (*cells)[k];
+    Result<Outcome> o =
+        c.mode == kDirectMode
+            ? RunDirect(c.layout, objects)
+            : RunLibrary(c.layout, /*serialized=*/c.mode == 0, objects);
+    if (!o.ok()) {
+      failure = o.status();
+      return;
+    }
+    if (o->wrong != 0) {
+      failure = Status::Internal("bench blob " + rep->rows[k].strategy + ": " +
+                                 std::to_string(o->wrong) +
+                                 " reads failed or had wrong bytes");
+      return;
+    }
+    rep->rows[k].elapsed_ms_runs.push_back(o->elapsed_ms);
+    c.total.latency_ns.insert(c.total.latency_ns.end(), o->latency_ns.begin(),
+                              o->latency_ns.end());
+    c.total.reads += o->reads;
+    Progress::Get().AddReads(o->reads);
+    c.total.gets += o->gets;
+    c.total.heads += o->heads;
+    c.total.physical_bytes += o->physical_bytes;
+    c.total.logical_bytes += o->logical_bytes;
+  });
+  return failure;
+}
+
+// Each row's figures over its rounds (the cells' latencies sorted for the
+// percentiles); returns each row's p50 in ms.
+std::vector<double> AddFigures(std::vector<Cell>* cells, Report* rep) {
+  std::vector<double> p50(cells->size());
+  for (size_t k = 0; k < cells->size(); ++k) {
+    Cell& c = (*cells)[k];
+    Row& r = rep->rows[k];
+    std::sort(c.total.latency_ns.begin(), c.total.latency_ns.end());
+    p50[k] = PercentileMs(c.total.latency_ns, 0.5);
+    r.extra = {{"layout", LayoutName(c.layout)},
+               {"strategy", kModes[c.mode]},
+               {"reads_per_s", r.ranges_per_s()},
+               {"p50_ms", p50[k]},
+               {"p99_ms", PercentileMs(c.total.latency_ns, 0.99)},
+               {"gets", c.total.gets},
+               {"heads", c.total.heads},
+               {"physical_bytes", c.total.physical_bytes},
+               {"logical_bytes", c.total.logical_bytes}};
+  }
+  return p50;
+}
+
+// The targets: per layout, dispatched against serialized and direct, and
+// its p50 against the injected median; for every row, one GET per read and
+// no more bytes read than asked for.
+void AddVerdicts(const std::vector<Cell>& cells, const std::vector<double>& p50,
+                 Report* rep) {
+  char buf[220];
+  for (size_t l = 0; l < std::size(kLayouts); ++l) {
+    const Row& ser = rep->rows[3 * l];
+    const Row& dis = rep->rows[3 * l + 1];
+    const Row& dir = rep->rows[3 * l + 2];
+    const double vs_ser = dis.ranges_per_s() / ser.ranges_per_s();
+    const double vs_dir = dis.ranges_per_s() / dir.ranges_per_s();
+    const double dis_p50 = p50[3 * l + 1];
+    const double dir_p50 = p50[3 * l + 2];
+    std::snprintf(buf, sizeof buf,
+                  "%s: dispatched / serialized = %.2f (target >= 1.8)",
+                  LayoutName(kLayouts[l]), vs_ser);
+    rep->AddVerdict(vs_ser >= 1.8, buf);
+    std::snprintf(buf, sizeof buf,
+                  "%s: dispatched / direct = %.2f (target >= 0.95)",
+                  LayoutName(kLayouts[l]), vs_dir);
+    rep->AddVerdict(vs_dir >= 0.95, buf);
+    std::snprintf(buf, sizeof buf,
+                  "%s: dispatched p50 %.2f ms = %.3fx the injected %.0f ms "
+                  "(target <= 1.10; direct's p50 %.2f ms = %.3fx)",
+                  LayoutName(kLayouts[l]), dis_p50, dis_p50 / kInjectedMedianMs,
+                  kInjectedMedianMs, dir_p50, dir_p50 / kInjectedMedianMs);
+    rep->AddVerdict(dis_p50 / kInjectedMedianMs <= 1.10, buf);
+  }
+  bool one_get = true, bytes_equal = true;
+  for (const Cell& c : cells) {
+    one_get = one_get && c.total.gets == c.total.reads && c.total.heads == 0;
+    bytes_equal =
+        bytes_equal && c.total.physical_bytes == c.total.logical_bytes;
+  }
+  rep->AddVerdict(one_get, "every read one GET, zero HEADs (every row)");
+  rep->AddVerdict(bytes_equal, "physical bytes == logical bytes (every row)");
+}
+
 }  // namespace
 
 Result<Report> RunBlob(const BenchOptions& options) {
@@ -379,112 +518,13 @@ Result<Report> RunBlob(const BenchOptions& options) {
   RANGEIO_ASSIGN_OR_RETURN(const BlobObjects objects, ResolveBlobs(anchor));
   curl_global_init(CURL_GLOBAL_DEFAULT);
 
-  const Layout layouts[] = {Layout::kDedicatedSame, Layout::kDedicatedMulti,
-                            Layout::kPackedSame, Layout::kPackedMulti};
-  const char* modes[] = {"serialized", "dispatched", "direct"};
   Report rep;
   rep.scenario = "blob";
-  rep.config = {{"base_url", base},
-                {"callers", kCallers},
-                {"reads_per_caller", kReadsPerCaller},
-                {"blob_bytes", kBlobBytes},
-                {"blobs", kBlobs},
-                {"handles_multi", kHandles},
-                {"latency", "caller-observed, exact (nearest rank)"},
-                {"io_concurrency", kConcurrency},
-                {"injected_latency", "lognormal, median 24 ms (proxy)"},
-                {"planner", "none"},
-                {"rounds", options.rounds}};
-  struct Cell {
-    Layout layout;
-    int mode;
-    Outcome total;  // latency_ns: every read of every round
-  };
-  std::vector<Cell> cells;
-  for (Layout l : layouts) {
-    for (int m = 0; m < 3; ++m) {
-      cells.push_back({l, m, {}});
-      Row row;
-      row.strategy = std::string(LayoutName(l)) + "/" + modes[m];
-      row.ranges = static_cast<uint64_t>(kCallers) * kReadsPerCaller;
-      rep.rows.push_back(row);
-    }
-  }
-  Status failure;
-  Rounds(options.rounds, cells.size(), [&](size_t k) {
-    if (!failure.ok()) return;
-    Cell& c = cells[k];
-    Result<Outcome> o =
-        c.mode == 2 ? RunDirect(c.layout, objects)
-                    : RunLibrary(c.layout, /*serialized=*/c.mode == 0, objects);
-    if (!o.ok()) {
-      failure = o.status();
-      return;
-    }
-    if (o->wrong != 0) {
-      failure = Status::Internal("bench blob " + rep.rows[k].strategy + ": " +
-                                 std::to_string(o->wrong) +
-                                 " reads failed or had wrong bytes");
-      return;
-    }
-    rep.rows[k].elapsed_ms_runs.push_back(o->elapsed_ms);
-    c.total.latency_ns.insert(c.total.latency_ns.end(), o->latency_ns.begin(),
-                              o->latency_ns.end());
-    c.total.reads += o->reads;
-    Progress::Get().AddReads(o->reads);
-    c.total.gets += o->gets;
-    c.total.heads += o->heads;
-    c.total.physical_bytes += o->physical_bytes;
-    c.total.logical_bytes += o->logical_bytes;
-  });
-  RANGEIO_RETURN_NOT_OK(failure);
-
-  bool one_get = true, bytes_equal = true;
-  std::vector<double> p50(cells.size());
-  for (size_t k = 0; k < cells.size(); ++k) {
-    Cell& c = cells[k];
-    Row& r = rep.rows[k];
-    std::sort(c.total.latency_ns.begin(), c.total.latency_ns.end());
-    p50[k] = PercentileMs(c.total.latency_ns, 0.5);
-    r.extra = {{"layout", LayoutName(c.layout)},
-               {"strategy", modes[c.mode]},
-               {"reads_per_s", r.ranges_per_s()},
-               {"p50_ms", p50[k]},
-               {"p99_ms", PercentileMs(c.total.latency_ns, 0.99)},
-               {"gets", c.total.gets},
-               {"heads", c.total.heads},
-               {"physical_bytes", c.total.physical_bytes},
-               {"logical_bytes", c.total.logical_bytes}};
-    one_get = one_get && c.total.gets == c.total.reads && c.total.heads == 0;
-    bytes_equal =
-        bytes_equal && c.total.physical_bytes == c.total.logical_bytes;
-  }
-  char buf[220];
-  for (size_t l = 0; l < std::size(layouts); ++l) {
-    const Row& ser = rep.rows[3 * l];
-    const Row& dis = rep.rows[3 * l + 1];
-    const Row& dir = rep.rows[3 * l + 2];
-    const double vs_ser = dis.ranges_per_s() / ser.ranges_per_s();
-    const double vs_dir = dis.ranges_per_s() / dir.ranges_per_s();
-    const double dis_p50 = p50[3 * l + 1];
-    const double dir_p50 = p50[3 * l + 2];
-    std::snprintf(buf, sizeof buf,
-                  "%s: dispatched / serialized = %.2f (target >= 1.8)",
-                  LayoutName(layouts[l]), vs_ser);
-    rep.AddVerdict(vs_ser >= 1.8, buf);
-    std::snprintf(buf, sizeof buf,
-                  "%s: dispatched / direct = %.2f (target >= 0.95)",
-                  LayoutName(layouts[l]), vs_dir);
-    rep.AddVerdict(vs_dir >= 0.95, buf);
-    std::snprintf(buf, sizeof buf,
-                  "%s: dispatched p50 %.2f ms = %.3fx the injected %.0f ms "
-                  "(target <= 1.10; direct's p50 %.2f ms = %.3fx)",
-                  LayoutName(layouts[l]), dis_p50, dis_p50 / kInjectedMedianMs,
-                  kInjectedMedianMs, dir_p50, dir_p50 / kInjectedMedianMs);
-    rep.AddVerdict(dis_p50 / kInjectedMedianMs <= 1.10, buf);
-  }
-  rep.AddVerdict(one_get, "every read one GET, zero HEADs (every row)");
-  rep.AddVerdict(bytes_equal, "physical bytes == logical bytes (every row)");
+  rep.config = BlobConfig(base, options.rounds);
+  std::vector<Cell> cells = AddCells(&rep);
+  RANGEIO_RETURN_NOT_OK(RunRounds(options.rounds, objects, &cells, &rep));
+  const std::vector<double> p50 = AddFigures(&cells, &rep);
+  AddVerdicts(cells, p50, &rep);
   return rep;
 }
 

@@ -183,19 +183,22 @@ std::string DefaultFile() {
   return std::string(dir && *dir ? dir : "/tmp") + "/rangeio-hot-cache.bin";
 }
 
-}  // namespace
-
-Result<Report> RunHotCache(const BenchOptions& options) {
+// kRanges ranges of kRangeBytes, kStride apart, in random order.
+std::vector<ByteRange> ShuffledRanges() {
   std::vector<ByteRange> ranges;
   ranges.reserve(kRanges);
   for (uint64_t i = 0; i < kRanges; ++i)
     ranges.push_back({i * kStride, kRangeBytes});
   std::shuffle(ranges.begin(), ranges.end(),
                std::mt19937_64(7));  // random access
+  return ranges;
+}
 
-  // Page-aligned like a file mapping or a buffer pool's pages: with the
-  // 16-byte offset of a plain shared allocation every 4 KiB range would
-  // straddle two pages (two TLB misses per range for every strategy).
+// The store's kDataBytes in memory, page-aligned like a file mapping or a
+// buffer pool's pages: with the 16-byte offset of a plain shared
+// allocation every 4 KiB range would straddle two pages (two TLB misses per
+// range for every strategy).
+Result<Slice> AlignedData() {
   auto* data =
       static_cast<std::byte*>(std::aligned_alloc(kPageBytes, kDataBytes));
   if (data == nullptr)
@@ -205,107 +208,138 @@ Result<Report> RunHotCache(const BenchOptions& options) {
           data, [](const void* p) { std::free(const_cast<void*>(p)); }),
       data, kDataBytes);
   FillSimulatedBytes(0, {data, kDataBytes});
-  const std::string path = options.file.empty() ? DefaultFile() : options.file;
-  RANGEIO_RETURN_NOT_OK(PrepareFile(path, data));
+  return buffer;
+}
 
-  Report rep;
-  rep.scenario = "hot-cache";
-  rep.config = {
-      {"ranges", kRanges},
-      {"range_bytes", kRangeBytes},
-      {"io_concurrency", kConcurrency},
-      {"data_bytes", kDataBytes},
-      {"file", path},
-      {"pread_threads", std::max(1u, std::thread::hardware_concurrency())},
-      {"rounds", options.rounds},
-      {"memcpy_buffers", 2 * kConcurrency},
-      {"consumer",
-       "releases each range unread; checks the first byte of every 1024th"}};
-  // The bare baselines first, then the rows through a Reader (from
-  // kFirstReaderRow). pread-one-thread: the bare loop on one thread, as the
-  // page-cache row's one consumer reads, shown so that each run says how far
-  // the baseline's threads scaled.
-  const char* names[] = {
-      "memcpy",      "memcpy-one-buffer", "pread",      "pread-one-thread",
-      "memory-copy", "memory-zero-copy",  "page-cache", "page-cache-uring"};
-  constexpr size_t kFirstReaderRow = 4;
-  for (const char* n : names)
-    rep.rows.push_back({n, {}, kRanges, {}, {}, {}, {}});
+unsigned PreadThreads() {
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
+nlohmann::json HotCacheConfig(const std::string& path, int rounds) {
+  return {{"ranges", kRanges},
+          {"range_bytes", kRangeBytes},
+          {"io_concurrency", kConcurrency},
+          {"data_bytes", kDataBytes},
+          {"file", path},
+          {"pread_threads", PreadThreads()},
+          {"rounds", rounds},
+          {"memcpy_buffers", 2 * kConcurrency},
+          {"consumer",
+           "releases each range unread; checks the first byte of every "
+           "1024th"}};
+}
+
+// The bare baselines first, then the rows through a Reader (from
+// kFirstReaderRow). pread-one-thread: the bare loop on one thread, as the
+// page-cache row's one consumer reads, shown so that each run says how far
+// the baseline's threads scaled.
+constexpr const char* kNames[] = {
+    "memcpy",      "memcpy-one-buffer", "pread",      "pread-one-thread",
+    "memory-copy", "memory-zero-copy",  "page-cache", "page-cache-uring"};
+constexpr size_t kFirstReaderRow = 4;
+
+// What every strategy reads: the same ranges of the same bytes, in memory
+// and in the file.
+struct Inputs {
+  std::vector<ByteRange> ranges;
+  Slice buffer;
+  std::string path;
+};
+
+// One run of strategy `k` (kNames[k]): its time in ms; the limiter's stats
+// into `st` for the rows through a Reader.
+Result<double> RunStrategy(size_t k, const Inputs& in, Verifier* v, Stats* st) {
+  switch (k) {
+    case 0:
+      return BareMemcpy(in.buffer.data(), in.ranges, 2 * kConcurrency, v);
+    case 1:
+      return BareMemcpy(in.buffer.data(), in.ranges, 1, v);
+    case 2:
+      return BarePread(in.path, in.ranges, PreadThreads(), v);
+    case 3:
+      return BarePread(in.path, in.ranges, 1, v);
+    case 4:
+      return ThroughRangeio(MakeMemorySource("memory", in.buffer, false),
+                            in.ranges, v, st);
+    case 5:
+      return ThroughRangeio(MakeMemorySource("memory", in.buffer, true),
+                            in.ranges, v, st);
+    case 6:
+    case 7: {
+      // page-cache: the pread pool, each cached read done inline by the
+      // consumer's thread. page-cache-uring: io_uring with no inline
+      // attempt, so the ring thread does the copies while the consumer's
+      // thread runs the stream.
+      LocalFileOptions lo;
+      lo.threads = kConcurrency;
+      lo.engine = k == 6 ? LocalEngine::kPread : LocalEngine::kUring;
+      lo.try_inline = k == 6;
+      RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> file,
+                               OpenLocalFile(in.path, lo));
+      return ThroughRangeio(std::move(file), in.ranges, v, st);
+    }
+  }
+  return 0.0;
+}
+
+// The rounds: every strategy once per round, in rotating order, its time
+// into its row (and the limiter's peaks, for the rows through a Reader).
+// An error for a run that failed or handed out a wrong byte.
+Status RunRounds(int rounds, const Inputs& in, Report* rep) {
   Status failure;
-  Rounds(options.rounds, std::size(names), [&](size_t k) {
+  Rounds(rounds, std::size(kNames), [&](size_t k) {
     if (!failure.ok()) return;
     Verifier v;
     Stats st;
-    Result<double> ms = 0.0;
-    switch (k) {
-      case 0:
-        ms = BareMemcpy(data, ranges, 2 * kConcurrency, &v);
-        break;
-      case 1:
-        ms = BareMemcpy(data, ranges, 1, &v);
-        break;
-      case 2:
-        ms = BarePread(path, ranges,
-                       std::max(1u, std::thread::hardware_concurrency()), &v);
-        break;
-      case 3:
-        ms = BarePread(path, ranges, 1, &v);
-        break;
-      case 4:
-        ms = ThroughRangeio(MakeMemorySource("memory", buffer, false), ranges,
-                            &v, &st);
-        break;
-      case 5:
-        ms = ThroughRangeio(MakeMemorySource("memory", buffer, true), ranges,
-                            &v, &st);
-        break;
-      case 6:
-      case 7: {
-        // page-cache: the pread pool, each cached read done inline by the
-        // consumer's thread. page-cache-uring: io_uring with no inline
-        // attempt, so the ring thread does the copies while the consumer's
-        // thread runs the stream.
-        LocalFileOptions lo;
-        lo.threads = kConcurrency;
-        lo.engine = k == 6 ? LocalEngine::kPread : LocalEngine::kUring;
-        lo.try_inline = k == 6;
-        auto file = OpenLocalFile(path, lo);
-        if (!file.ok()) {
-          failure = file.status();
-          return;
-        }
-        ms = ThroughRangeio(*file, ranges, &v, &st);
-        break;
-      }
-    }
+    Result<double> ms = RunStrategy(k, in, &v, &st);
     if (!ms.ok()) {
       failure = ms.status();
       return;
     }
-    failure = v.Summary(names[k], kRanges);
-    rep.rows[k].elapsed_ms_runs.push_back(*ms);
+    failure = v.Summary(kNames[k], kRanges);
+    rep->rows[k].elapsed_ms_runs.push_back(*ms);
     if (k >= kFirstReaderRow) {
-      rep.rows[k].peak_inflight = st.peak_in_flight;
-      rep.rows[k].peak_retained = st.peak_retained_count;
+      rep->rows[k].peak_inflight = st.peak_in_flight;
+      rep->rows[k].peak_retained = st.peak_retained_count;
     }
   });
-  RANGEIO_RETURN_NOT_OK(failure);
-  rep.baseline = "memcpy";
+  return failure;
+}
 
-  auto rate = [&](const char* s) { return rep.Find(s)->ranges_per_s(); };
+// The targets: the library's rates against the bare loops'.
+void AddVerdicts(Report* rep) {
+  auto rate = [&](const char* s) { return rep->Find(s)->ranges_per_s(); };
   char buf[200];
   std::snprintf(buf, sizeof buf, "memory-copy / memcpy = %.2f (target >= 0.8)",
                 rate("memory-copy") / rate("memcpy"));
-  rep.AddVerdict(rate("memory-copy") / rate("memcpy") >= 0.8, buf);
+  rep->AddVerdict(rate("memory-copy") / rate("memcpy") >= 0.8, buf);
   std::snprintf(buf, sizeof buf,
                 "memory-zero-copy / memcpy = %.2f (target >= 3)",
                 rate("memory-zero-copy") / rate("memcpy"));
-  rep.AddVerdict(rate("memory-zero-copy") / rate("memcpy") >= 3, buf);
+  rep->AddVerdict(rate("memory-zero-copy") / rate("memcpy") >= 3, buf);
   std::snprintf(buf, sizeof buf,
                 "page-cache / pread on all cores = %.2f (target >= 0.8)",
                 rate("page-cache") / rate("pread"));
-  rep.AddVerdict(rate("page-cache") / rate("pread") >= 0.8, buf);
+  rep->AddVerdict(rate("page-cache") / rate("pread") >= 0.8, buf);
+}
+
+}  // namespace
+
+Result<Report> RunHotCache(const BenchOptions& options) {
+  Inputs in;
+  in.ranges = ShuffledRanges();
+  RANGEIO_ASSIGN_OR_RETURN(in.buffer, AlignedData());
+  in.path = options.file.empty() ? DefaultFile() : options.file;
+  RANGEIO_RETURN_NOT_OK(PrepareFile(in.path, in.buffer.data()));
+
+  Report rep;
+  rep.scenario = "hot-cache";
+  rep.config = HotCacheConfig(in.path, options.rounds);
+  for (const char* n : kNames)
+    rep.rows.push_back({n, {}, kRanges, {}, {}, {}, {}});
+  RANGEIO_RETURN_NOT_OK(RunRounds(options.rounds, in, &rep));
+  rep.baseline = "memcpy";
+  AddVerdicts(&rep);
   return rep;
 }
 

@@ -152,6 +152,195 @@ double CpuSeconds(const std::string& pids) {
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+// What a run reads: the object through the latency proxy and, when given,
+// the same through a no-latency listener.
+struct Targets {
+  std::optional<BenchObject> object;
+  std::optional<BenchObject> capacity;
+  // The object's source, opened to learn its size and kept for the whole
+  // run (the HTTP engine, its thread and connections, lives while a source
+  // does); its name is the URL without user:password or signing values.
+  std::shared_ptr<Source> probe;
+  std::string capacity_name;  // redacted, as every source's name()
+  uint64_t size = 0;
+};
+
+// Resolves and sizes the object (at least 2 MiB) and the capacity URL's.
+Result<Targets> ResolveTargets(const std::string& url,
+                               const std::string& capacity_url) {
+  Targets t;
+  RANGEIO_ASSIGN_OR_RETURN(t.object, BenchObject::Resolve(url));
+  if (!capacity_url.empty()) {
+    RANGEIO_ASSIGN_OR_RETURN(t.capacity, BenchObject::Resolve(capacity_url));
+  }
+  RANGEIO_ASSIGN_OR_RETURN(t.probe, t.object->Open({}));
+  if (t.capacity) {
+    RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> c, t.capacity->Open({}));
+    t.capacity_name = c->name();
+  }
+  RANGEIO_ASSIGN_OR_RETURN(t.size, t.probe->Size());
+  if (t.size < 2 * kStride) {
+    return Status::InvalidArgument("bench http: '" + t.probe->name() +
+                                   "' has " + std::to_string(t.size) +
+                                   " bytes; it needs at least 2 MiB");
+  }
+  return t;
+}
+
+nlohmann::json HttpConfig(const Targets& t, int rounds) {
+  nlohmann::json config = {{"url", t.probe->name()},
+                           {"object_bytes", t.size},
+                           {"reads", kReads},
+                           {"range_bytes", kRangeBytes},
+                           {"io_concurrency", kConcurrency},
+                           {"delivery", "as-completed"},
+                           {"size_hint", true},
+                           {"rounds", rounds}};
+  if (t.capacity) config["capacity_url"] = t.capacity_name;
+  return config;
+}
+
+struct Strategy {
+  const char* name;
+  const BenchObject* object;
+  bool library;
+};
+
+// rangeio and direct on the object, and proxy-capacity (direct through the
+// no-latency listener) when there is one.
+std::vector<Strategy> MakeStrategies(const Targets& t) {
+  std::vector<Strategy> strategies = {{"rangeio", &*t.object, true},
+                                      {"direct", &*t.object, false}};
+  if (t.capacity) strategies.push_back({"proxy-capacity", &*t.capacity, false});
+  return strategies;
+}
+
+// What each strategy's rounds added up to.
+struct Totals {
+  std::vector<Figures> figures;
+  std::vector<LatencyHistogram> latency;
+};
+
+// The rounds: every strategy once per round, in rotating order (direct on
+// its own kept DirectCurl, `directs[k]`); each run's time into its row,
+// its counts and latencies into `totals`.
+Status RunRounds(int rounds, const std::vector<Strategy>& strategies,
+                 uint64_t size, const std::vector<ByteRange>& ranges,
+                 const std::vector<std::unique_ptr<DirectCurl>>& directs,
+                 Report* rep, Totals* totals) {
+  Status failure;
+  Rounds(rounds, strategies.size(), [&](size_t k) {
+    if (!failure.ok()) return;
+    Figures f;
+    const Strategy& s = strategies[k];
+    LatencyHistogram* latency = &totals->latency[k];
+    failure = s.library
+                  ? RunRangeio(*s.object, size, ranges, &f, latency)
+                  : RunDirect(*directs[k], *s.object, ranges, &f, latency);
+    rep->rows[k].elapsed_ms_runs.push_back(f.elapsed_ms);
+    if (s.library) {
+      rep->rows[k].peak_inflight = f.peak_inflight;
+      rep->rows[k].peak_retained = f.peak_retained;
+    }
+    Figures& t = totals->figures[k];
+    t.reads += f.reads;
+    t.gets += f.gets;
+    t.heads += f.heads;
+    t.physical_bytes += f.physical_bytes;
+    t.logical_bytes += f.logical_bytes;
+  });
+  return failure;
+}
+
+// Each row's figures over its rounds: rate, latency, requests and bytes.
+void AddFigures(const Totals& totals, Report* rep) {
+  for (size_t k = 0; k < totals.figures.size(); ++k) {
+    const Figures& t = totals.figures[k];
+    const LatencyHistogram& latency = totals.latency[k];
+    rep->rows[k].extra = {
+        {"reads_per_s", rep->rows[k].ranges_per_s()},
+        {"p50_ms", Ms(latency.Percentile(0.5))},
+        {"p99_ms", Ms(latency.Percentile(0.99))},
+        {"mean_ms",
+         Ms(latency.sum_nanos() / std::max<uint64_t>(1, latency.count()))},
+        {"reads", t.reads},
+        {"gets", t.gets},
+        {"heads", t.heads},
+        {"physical_bytes", t.physical_bytes},
+        {"logical_bytes", t.logical_bytes}};
+  }
+}
+
+// The targets: rangeio against direct in rate and p50, one GET per read
+// and no HEAD, and no more bytes read than asked for.
+void AddVerdicts(const Totals& totals, Report* rep) {
+  const Row& lib = rep->rows[0];
+  const Row& direct = rep->rows[1];
+  char buf[200];
+  const double ratio = lib.ranges_per_s() / direct.ranges_per_s();
+  std::snprintf(buf, sizeof buf,
+                "rangeio / direct reads/s = %.3f (target >= 0.95)", ratio);
+  rep->AddVerdict(ratio >= 0.95, buf);
+  const double p50 =
+      lib.extra["p50_ms"].get<double>() / direct.extra["p50_ms"].get<double>();
+  std::snprintf(buf, sizeof buf,
+                "rangeio / direct p50 = %.3f (target 0.90..1.10)", p50);
+  rep->AddVerdict(p50 >= 0.90 && p50 <= 1.10, buf);
+  const Figures& t = totals.figures[0];
+  std::snprintf(buf, sizeof buf,
+                "rangeio: %llu reads, %llu GETs, %llu HEADs (target: one GET "
+                "per read, no HEAD)",
+                static_cast<unsigned long long>(t.reads),
+                static_cast<unsigned long long>(t.gets),
+                static_cast<unsigned long long>(t.heads));
+  rep->AddVerdict(t.gets == t.reads && t.heads == 0, buf);
+  std::snprintf(buf, sizeof buf,
+                "rangeio: physical bytes %llu == logical bytes %llu",
+                static_cast<unsigned long long>(t.physical_bytes),
+                static_cast<unsigned long long>(t.logical_bytes));
+  rep->AddVerdict(t.physical_bytes == t.logical_bytes, buf);
+}
+
+// What the latency proxy costs (`proxy_cpu`: its CPU seconds over the
+// rounds, 0 when unknown) against rangeio's rate, and what proxy-capacity
+// (when it ran) read against rangeio.
+void AddProxyLines(const Totals& totals, double proxy_cpu, Report* rep) {
+  const Row& lib = rep->rows[0];
+  char buf[200];
+  if (proxy_cpu > 0) {
+    // Requests one core of proxy CPU serves per second, against the rate
+    // the benchmark asked of the proxy.
+    const double per_core =
+        static_cast<double>(totals.figures[0].gets + totals.figures[1].gets) /
+        proxy_cpu;
+    const double cap = per_core / lib.ranges_per_s();
+    rep->config["proxy_cpu_us_per_request"] =
+        1e6 * proxy_cpu /
+        static_cast<double>(totals.figures[0].gets + totals.figures[1].gets);
+    std::snprintf(buf, sizeof buf,
+                  "proxy capacity: %.0f requests/s per core of its CPU = %.2fx "
+                  "rangeio's rate (target >= 3)",
+                  per_core, cap);
+    rep->AddVerdict(cap >= 3, buf);
+    // The relay is one single-threaded process: one core is its ceiling,
+    // so requests/s per core of its CPU is also the most it can serve.
+    std::snprintf(buf, sizeof buf,
+                  "proxy: %.1f us of CPU per request; at rangeio's rate it "
+                  "used %.0f%% of one core (one single-threaded process: "
+                  "%.0f requests/s at most)",
+                  1e6 / per_core, 100 / cap, per_core);
+    rep->lines.push_back("  INFO  " + std::string(buf));
+  }
+  if (rep->rows.size() == 3) {
+    const double cap = rep->rows[2].ranges_per_s() / lib.ranges_per_s();
+    std::snprintf(buf, sizeof buf,
+                  "proxy-capacity (no latency, client, proxy and nginx on the "
+                  "same cores) / rangeio = %.2fx",
+                  cap);
+    rep->lines.push_back("  INFO  " + std::string(buf));
+  }
+}
+
 }  // namespace
 
 Result<Report> RunHttp(const BenchOptions& options) {
@@ -168,51 +357,21 @@ Result<Report> RunHttp(const BenchOptions& options) {
         "(eval \"$(tests/servers/run_servers.sh start DIR)\") which export "
         "RANGEIO_BENCH_HTTP_URL");
   }
-  RANGEIO_ASSIGN_OR_RETURN(const BenchObject object, BenchObject::Resolve(url));
-  std::optional<BenchObject> capacity;
-  if (!capacity_url.empty()) {
-    RANGEIO_ASSIGN_OR_RETURN(capacity, BenchObject::Resolve(capacity_url));
-  }
-  RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> probe, object.Open({}));
-  std::string capacity_name;  // redacted, as every source's name()
-  if (capacity) {
-    RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> c, capacity->Open({}));
-    capacity_name = c->name();
-  }
-  RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, probe->Size());
-  if (size < 2 * kStride) {
-    return Status::InvalidArgument("bench http: '" + probe->name() + "' has " +
-                                   std::to_string(size) +
-                                   " bytes; it needs at least 2 MiB");
-  }
-  const std::vector<ByteRange> ranges = BenchRanges(size);
+  RANGEIO_ASSIGN_OR_RETURN(const Targets targets,
+                           ResolveTargets(url, capacity_url));
+  const std::vector<ByteRange> ranges = BenchRanges(targets.size);
 
   Report rep;
   rep.scenario = "http";
-  // The source's name: the URL without user:password or signing values.
-  rep.config = {{"url", probe->name()},
-                {"object_bytes", size},
-                {"reads", kReads},
-                {"range_bytes", kRangeBytes},
-                {"io_concurrency", kConcurrency},
-                {"delivery", "as-completed"},
-                {"size_hint", true},
-                {"rounds", options.rounds}};
-  if (capacity) rep.config["capacity_url"] = capacity_name;
-  struct Strategy {
-    const char* name;
-    const BenchObject* object;
-    bool library;
-  };
-  std::vector<Strategy> strategies = {{"rangeio", &object, true},
-                                      {"direct", &object, false}};
-  if (capacity) strategies.push_back({"proxy-capacity", &*capacity, false});
-  std::vector<Figures> totals(strategies.size());
+  rep.config = HttpConfig(targets, options.rounds);
+  const std::vector<Strategy> strategies = MakeStrategies(targets);
+  Totals totals;
+  totals.figures.resize(strategies.size());
   std::vector<std::unique_ptr<DirectCurl>> directs;
   for (size_t k = 0; k < strategies.size(); ++k) {
     directs.push_back(std::make_unique<DirectCurl>(kConcurrency));
   }
-  std::vector<LatencyHistogram> latency(strategies.size());
+  totals.latency.resize(strategies.size());
   for (const Strategy& s : strategies) {
     rep.rows.push_back({s.name, {}, kReads, {}, {}, {}, {}});
   }
@@ -223,99 +382,13 @@ Result<Report> RunHttp(const BenchOptions& options) {
   const char* proxy_pids = std::getenv(s3 ? "RANGEIO_BENCH_S3_PROXY_PIDS"
                                           : "RANGEIO_BENCH_PROXY_PIDS");
   const double cpu0 = proxy_pids ? CpuSeconds(proxy_pids) : 0;
-  Status failure;
-  Rounds(options.rounds, strategies.size(), [&](size_t k) {
-    if (!failure.ok()) return;
-    Figures f;
-    const Strategy& s = strategies[k];
-    failure = s.library
-                  ? RunRangeio(*s.object, size, ranges, &f, &latency[k])
-                  : RunDirect(*directs[k], *s.object, ranges, &f, &latency[k]);
-    rep.rows[k].elapsed_ms_runs.push_back(f.elapsed_ms);
-    if (s.library) {
-      rep.rows[k].peak_inflight = f.peak_inflight;
-      rep.rows[k].peak_retained = f.peak_retained;
-    }
-    Figures& t = totals[k];
-    t.reads += f.reads;
-    t.gets += f.gets;
-    t.heads += f.heads;
-    t.physical_bytes += f.physical_bytes;
-    t.logical_bytes += f.logical_bytes;
-  });
-  RANGEIO_RETURN_NOT_OK(failure);
+  RANGEIO_RETURN_NOT_OK(RunRounds(options.rounds, strategies, targets.size,
+                                  ranges, directs, &rep, &totals));
   const double proxy_cpu = proxy_pids ? CpuSeconds(proxy_pids) - cpu0 : 0;
   rep.baseline = "direct";
-  for (size_t k = 0; k < strategies.size(); ++k) {
-    const Figures& t = totals[k];
-    rep.rows[k].extra = {
-        {"reads_per_s", rep.rows[k].ranges_per_s()},
-        {"p50_ms", Ms(latency[k].Percentile(0.5))},
-        {"p99_ms", Ms(latency[k].Percentile(0.99))},
-        {"mean_ms", Ms(latency[k].sum_nanos() /
-                       std::max<uint64_t>(1, latency[k].count()))},
-        {"reads", t.reads},
-        {"gets", t.gets},
-        {"heads", t.heads},
-        {"physical_bytes", t.physical_bytes},
-        {"logical_bytes", t.logical_bytes}};
-  }
-
-  const Row& lib = rep.rows[0];
-  const Row& direct = rep.rows[1];
-  char buf[200];
-  const double ratio = lib.ranges_per_s() / direct.ranges_per_s();
-  std::snprintf(buf, sizeof buf,
-                "rangeio / direct reads/s = %.3f (target >= 0.95)", ratio);
-  rep.AddVerdict(ratio >= 0.95, buf);
-  const double p50 =
-      lib.extra["p50_ms"].get<double>() / direct.extra["p50_ms"].get<double>();
-  std::snprintf(buf, sizeof buf,
-                "rangeio / direct p50 = %.3f (target 0.90..1.10)", p50);
-  rep.AddVerdict(p50 >= 0.90 && p50 <= 1.10, buf);
-  const Figures& t = totals[0];
-  std::snprintf(buf, sizeof buf,
-                "rangeio: %llu reads, %llu GETs, %llu HEADs (target: one GET "
-                "per read, no HEAD)",
-                static_cast<unsigned long long>(t.reads),
-                static_cast<unsigned long long>(t.gets),
-                static_cast<unsigned long long>(t.heads));
-  rep.AddVerdict(t.gets == t.reads && t.heads == 0, buf);
-  std::snprintf(buf, sizeof buf,
-                "rangeio: physical bytes %llu == logical bytes %llu",
-                static_cast<unsigned long long>(t.physical_bytes),
-                static_cast<unsigned long long>(t.logical_bytes));
-  rep.AddVerdict(t.physical_bytes == t.logical_bytes, buf);
-  if (proxy_cpu > 0) {
-    // Requests one core of proxy CPU serves per second, against the rate
-    // the benchmark asked of the proxy.
-    const double per_core =
-        static_cast<double>(totals[0].gets + totals[1].gets) / proxy_cpu;
-    const double cap = per_core / lib.ranges_per_s();
-    rep.config["proxy_cpu_us_per_request"] =
-        1e6 * proxy_cpu / static_cast<double>(totals[0].gets + totals[1].gets);
-    std::snprintf(buf, sizeof buf,
-                  "proxy capacity: %.0f requests/s per core of its CPU = %.2fx "
-                  "rangeio's rate (target >= 3)",
-                  per_core, cap);
-    rep.AddVerdict(cap >= 3, buf);
-    // The relay is one single-threaded process: one core is its ceiling,
-    // so requests/s per core of its CPU is also the most it can serve.
-    std::snprintf(buf, sizeof buf,
-                  "proxy: %.1f us of CPU per request; at rangeio's rate it "
-                  "used %.0f%% of one core (one single-threaded process: "
-                  "%.0f requests/s at most)",
-                  1e6 / per_core, 100 / cap, per_core);
-    rep.lines.push_back("  INFO  " + std::string(buf));
-  }
-  if (strategies.size() == 3) {
-    const double cap = rep.rows[2].ranges_per_s() / lib.ranges_per_s();
-    std::snprintf(buf, sizeof buf,
-                  "proxy-capacity (no latency, client, proxy and nginx on the "
-                  "same cores) / rangeio = %.2fx",
-                  cap);
-    rep.lines.push_back("  INFO  " + std::string(buf));
-  }
+  AddFigures(totals, &rep);
+  AddVerdicts(totals, &rep);
+  AddProxyLines(totals, proxy_cpu, &rep);
   return rep;
 }
 

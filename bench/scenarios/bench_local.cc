@@ -31,7 +31,6 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -55,11 +54,6 @@ namespace {
 // and large enough that a 1 MiB row of 3 s does not run out of blocks on a
 // disk of a few GiB/s.
 constexpr uint64_t kFileBytes = uint64_t{2} << 30;
-constexpr uint32_t kConcurrency = 64;  // docs/benchmarks.md: C = 64
-// Per row: 10 rows of 3 s keep the whole run (with cache drops and fio's
-// start-up) near a minute, while 3 s of 4 KiB reads is hundreds of thousands
-// of reads: percentiles and rates settle well before that.
-constexpr int kRowSeconds = 3;
 constexpr uint64_t kBlockSizes[] = {4096, uint64_t{1} << 20};
 // The methodology (#21): at least 3 pairs, so that a median exists
 // and one disturbed pair cannot decide it; rounded up to an even count so
@@ -68,9 +62,6 @@ constexpr uint64_t kBlockSizes[] = {4096, uint64_t{1} << 20};
 // disk refills while the other side starts up), so an odd count would tilt
 // the median toward one order.
 constexpr int kMinPairs = 3;
-// A pair whose fio IOPS is this far from the fio median ran on a different
-// machine than the others (a neighbour's build, the host's cache warming).
-constexpr double kFioDrift = 0.20;
 // A row looks at the clock once per this many reads (microseconds apart).
 constexpr uint64_t kCheckEvery = 64;
 // Runs of each no-disk row (RunNoDisk).
@@ -158,8 +149,106 @@ Result<std::shared_ptr<Source>> OpenRowSource(const std::string& path,
   return Status::Internal("bench local: unknown row kind");
 }
 
-// One row through rangeio: reads `ranges` as completed until kRowSeconds
-// have passed (or every range is read), then cancels the rest.
+// A row's Reader: C = 64, and like fio each read is one block (the local
+// preset would merge adjacent random blocks into larger reads), with a
+// response budget of 2C responses of the row's block size, so that the
+// budget never holds back the 64 reads in flight.
+Options RowOptions(uint64_t block_size) {
+  Options o;
+  o.limiter.io_concurrency = kConcurrency;
+  o.reader.planner = PlannerOptions::None();
+  o.limiter.response_budget_count = 2 * kConcurrency;
+  o.limiter.response_budget_bytes = uint64_t{2} * kConcurrency * block_size;
+  return o;
+}
+
+// What an O_DIRECT or no-disk row reads: `blocks` again and again, laps
+// for the row's time at 6 GiB/s (beyond any disk of this kind), at most
+// 2^20 ranges (16 MiB of list, copied by ReadRanges inside the timed row):
+// 4 KiB rows keep their single lap of 524,288 blocks. A memory row's
+// offsets wrap round its kMemoryBytes.
+std::vector<ByteRange> Laps(const Strategy& s, uint64_t block_size,
+                            const std::vector<ByteRange>& blocks) {
+  std::vector<ByteRange> laps;
+  const uint64_t want = std::min<uint64_t>(
+      (uint64_t{6} << 30) * kRowSeconds / block_size, uint64_t{1} << 20);
+  laps.reserve(std::max<uint64_t>(want, blocks.size()));
+  while (laps.size() < want) {
+    laps.insert(laps.end(), blocks.begin(), blocks.end());
+  }
+  if (s.kind == Kind::kMemory) {
+    for (ByteRange& r : laps) r.offset %= kMemoryBytes;
+  }
+  return laps;
+}
+
+// The timed part of a row: reads `ranges` as completed until kRowSeconds
+// have passed (or every range is read), then drops the stream, which
+// cancels the rest. Sets the row's reads, seconds and CPU; returns how many
+// reads had the wrong size or first or last byte (bytes unchecked unless
+// `check_bytes`).
+Result<uint64_t> TimeRow(const Reader& reader,
+                         const std::vector<ByteRange>& ranges, bool check_bytes,
+                         IoRow* row) {
+  uint64_t wrong = 0;
+  // The list is the bench's own; reading it, from here, is the row's.
+  const double cpu0 = CpuSeconds(RUSAGE_SELF);
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + std::chrono::seconds(kRowSeconds);
+  RANGEIO_ASSIGN_OR_RETURN(RangeStream stream,
+                           reader.ReadRanges(ranges, Delivery::kAsCompleted));
+  for (;;) {
+    RANGEIO_ASSIGN_OR_RETURN(std::optional<RangeResult> r, stream.Next());
+    if (!r) break;
+    const ByteRange& want = ranges[r->index];
+    const Slice& got = r->bytes;
+    if (got.size() != want.length ||
+        (check_bytes &&
+         (got.data()[0] != SimulatedByteAt(want.offset) ||
+          got.data()[want.length - 1] != SimulatedByteAt(want.end() - 1)))) {
+      ++wrong;
+    }
+    // The clock and the progress counter every kCheckEvery reads: once
+    // per read they would add the bench's own cost to the no-disk rows.
+    if (++row->reads % kCheckEvery == 0) {
+      Progress::Get().AddReads(kCheckEvery);
+      if (Clock::now() >= deadline) break;
+    }
+  }
+  row->seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  row->cpu_seconds = CpuSeconds(RUSAGE_SELF) - cpu0;
+  return wrong;
+}
+
+// A row once its reads are back: its latency from the limiter, and a note
+// when `resident` (the fraction of the file cached at the start) shows; an
+// error for wrong bytes or more than C reads in flight.
+Result<IoRow> FinishRow(IoRow row, const Limiter& limiter, uint64_t wrong,
+                        double resident) {
+  if (wrong != 0) {
+    return Status::Internal("bench local " + row.strategy + ": " +
+                            std::to_string(wrong) + " reads had wrong bytes");
+  }
+  const Stats st = limiter.GetStats();
+  row.p50_us = static_cast<double>(st.read_latency.Percentile(0.50)) / 1e3;
+  row.p99_us = static_cast<double>(st.read_latency.Percentile(0.99)) / 1e3;
+  if (st.peak_in_flight > kConcurrency) {
+    return Status::Internal("bench local " + row.strategy +
+                            ": peak in-flight " +
+                            std::to_string(st.peak_in_flight));
+  }
+  if (resident > 0.01) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " [%.0f%% of the file cached at start]",
+                  resident * 100);
+    row.note += buf;
+  }
+  return row;
+}
+
+// One row through rangeio: the blocks of `region` in random order (a
+// buffered file row drops the file's pages first), read for kRowSeconds
+// (TimeRow); waits for the cancelled reads before it reads the stats.
 Result<IoRow> RunOurs(const std::string& path, const Strategy& s,
                       uint64_t block_size, Region region) {
   const std::vector<ByteRange> ranges = RandomBlocks(block_size, region);
@@ -178,91 +267,24 @@ Result<IoRow> RunOurs(const std::string& path, const Strategy& s,
   // The no-op ring leaves its buffers as they were: nothing to check.
   const bool check_bytes = s.kind != Kind::kUringNop;
   const bool laps_wanted = s.direct || s.kind != Kind::kFile;
-  Options o;
-  o.limiter.io_concurrency = kConcurrency;
-  // Like fio, each read is one block: the local preset would merge adjacent
-  // random blocks into larger reads.
-  o.reader.planner = PlannerOptions::None();
-  // 2C responses of the row's block size: the budget never holds back
-  // the 64 reads in flight.
-  o.limiter.response_budget_count = 2 * kConcurrency;
-  o.limiter.response_budget_bytes = uint64_t{2} * kConcurrency * block_size;
   std::shared_ptr<Limiter> limiter;
   uint64_t wrong = 0;
   {
-    RANGEIO_ASSIGN_OR_RETURN(Reader reader, Reader::Open(source, o));
+    RANGEIO_ASSIGN_OR_RETURN(Reader reader,
+                             Reader::Open(source, RowOptions(block_size)));
     limiter = reader.limiter();
-    std::vector<ByteRange> laps;
-    if (laps_wanted) {
-      // Laps for the row's time at 6 GiB/s (beyond any disk of this kind), at
-      // most 2^20 ranges (16 MiB of list, copied by ReadRanges inside the
-      // timed row): 4 KiB rows keep their single lap of 524,288 blocks.
-      const uint64_t want = std::min<uint64_t>(
-          (uint64_t{6} << 30) * kRowSeconds / block_size, uint64_t{1} << 20);
-      laps.reserve(std::max<uint64_t>(want, ranges.size()));
-      while (laps.size() < want) {
-        laps.insert(laps.end(), ranges.begin(), ranges.end());
-      }
-      if (s.kind == Kind::kMemory) {
-        for (ByteRange& r : laps) r.offset %= kMemoryBytes;
-      }
-    }
-    const std::vector<ByteRange>& row_ranges = laps_wanted ? laps : ranges;
-    // The list is the bench's own; reading it, from here, is the row's.
-    const double cpu0 = CpuSeconds(RUSAGE_SELF);
-    const auto t0 = Clock::now();
-    const auto deadline = t0 + std::chrono::seconds(kRowSeconds);
+    const std::vector<ByteRange> laps =
+        laps_wanted ? Laps(s, block_size, ranges) : std::vector<ByteRange>();
     RANGEIO_ASSIGN_OR_RETURN(
-        RangeStream stream,
-        reader.ReadRanges(row_ranges, Delivery::kAsCompleted));
-    for (;;) {
-      RANGEIO_ASSIGN_OR_RETURN(std::optional<RangeResult> r, stream.Next());
-      if (!r) break;
-      const ByteRange& want = row_ranges[r->index];
-      const Slice& got = r->bytes;
-      if (got.size() != want.length ||
-          (check_bytes &&
-           (got.data()[0] != SimulatedByteAt(want.offset) ||
-            got.data()[want.length - 1] != SimulatedByteAt(want.end() - 1)))) {
-        ++wrong;
-      }
-      // The clock and the progress counter every kCheckEvery reads: once
-      // per read they would add the bench's own cost to the no-disk rows.
-      if (++row.reads % kCheckEvery == 0) {
-        Progress::Get().AddReads(kCheckEvery);
-        if (Clock::now() >= deadline) break;
-      }
-    }
-    row.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    row.cpu_seconds = CpuSeconds(RUSAGE_SELF) - cpu0;
+        wrong, TimeRow(reader, laps_wanted ? laps : ranges, check_bytes, &row));
   }  // the stream is cancelled; its reads in flight finish on their own
   while (limiter->GetStats().in_flight != 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   row.note = source->Info().description;
   if (pin) row.note += pin->cpu() < 0 ? " [NOT PINNED]" : " [on one CPU]";
-  if (wrong != 0) {
-    return Status::Internal("bench local " + row.strategy + ": " +
-                            std::to_string(wrong) + " reads had wrong bytes");
-  }
-  const Stats st = limiter->GetStats();
-  row.p50_us = static_cast<double>(st.read_latency.Percentile(0.50)) / 1e3;
-  row.p99_us = static_cast<double>(st.read_latency.Percentile(0.99)) / 1e3;
-  if (st.peak_in_flight > kConcurrency) {
-    return Status::Internal("bench local " + row.strategy +
-                            ": peak in-flight " +
-                            std::to_string(st.peak_in_flight));
-  }
-  if (resident > 0.01) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, " [%.0f%% of the file cached at start]",
-                  resident * 100);
-    row.note += buf;
-  }
-  return row;
+  return FinishRow(std::move(row), *limiter, wrong, resident);
 }
-
-double CpuPerRead(const IoRow& r) { return r.cpu_s_per_100k(); }
 
 // The no-disk rows, kNoDiskRuns of each in rotating order: each row shows
 // the run of median CPU per read, with the runs' spread (one run on two
@@ -292,146 +314,6 @@ Status RunNoDisk(const std::string& path, Report* rep) {
     rep->io_rows.push_back(std::move(row));
   }
   return Status::OK();
-}
-
-// One pair: uring-direct and fio back to back, on the same file and block.
-struct Pair {
-  IoRow ours;
-  IoRow fio;
-  bool ours_first = true;
-  double iops_ratio() const { return ours.iops() / fio.iops(); }
-  double cpu_ratio() const { return CpuPerRead(ours) / CpuPerRead(fio); }
-};
-
-// The medians over the pairs of one block size, as the verdicts use them.
-struct PairSummary {
-  uint64_t block_size = 0;
-  double iops_ratio = 0;  // median of the per-pair ratios
-  double iops_min = 0;
-  double iops_max = 0;
-  double cpu_ratio = 0;
-  double cpu_min = 0;
-  double cpu_max = 0;
-  double fio_iops = 0;  // median
-  int pairs = 0;
-  int drifted = 0;  // pairs whose fio IOPS was kFioDrift off the median
-};
-
-// Runs the pairs of one block size, adds the median rows (by IOPS) to the
-// table and the per-pair lines under it.
-Result<PairSummary> RunPairs(const std::string& path, uint64_t bs,
-                             std::span<const Region> regions, int pairs,
-                             Report* rep, nlohmann::json* json) {
-  std::vector<Pair> runs(static_cast<size_t>(pairs));
-  RANGEIO_ASSIGN_OR_RETURN(const double fio_startup,
-                           FioStartupCpu(path, bs, kConcurrency));
-  for (int p = 0; p < pairs; ++p) {
-    Pair& pair = runs[static_cast<size_t>(p)];
-    pair.ours_first = p % 2 == 0;
-    const std::string phase = "local: pair " + std::to_string(p + 1) + "/" +
-                              std::to_string(pairs) + " " +
-                              std::to_string(bs >> 10) + " KiB";
-    for (int side = 0; side < 2; ++side) {
-      if ((side == 0) == pair.ours_first) {
-        Progress::Get().Phase(phase + " uring-direct");
-        RANGEIO_ASSIGN_OR_RETURN(
-            pair.ours, RunOurs(path, kPaired, bs, regions[2 * p + side]));
-      } else {
-        Progress::Get().Phase(phase + " fio");
-        const Region& r = regions[2 * p + side];
-        RANGEIO_ASSIGN_OR_RETURN(
-            pair.fio, RunFio(path, bs, kConcurrency, kRowSeconds, r.offset,
-                             r.bytes, fio_startup));
-        Progress::Get().AddReads(pair.fio.reads);
-      }
-    }
-  }
-  PairSummary sum;
-  sum.block_size = bs;
-  sum.pairs = pairs;
-  std::vector<double> iops;
-  std::vector<double> cpu;
-  std::vector<double> fio;
-  iops.reserve(runs.size());
-  cpu.reserve(runs.size());
-  fio.reserve(runs.size());
-  for (const Pair& p : runs) {
-    iops.push_back(p.iops_ratio());
-    cpu.push_back(p.cpu_ratio());
-    fio.push_back(p.fio.iops());
-  }
-  sum.iops_ratio = Median(iops);
-  sum.iops_min = *std::min_element(iops.begin(), iops.end());
-  sum.iops_max = *std::max_element(iops.begin(), iops.end());
-  sum.cpu_ratio = Median(cpu);
-  sum.cpu_min = *std::min_element(cpu.begin(), cpu.end());
-  sum.cpu_max = *std::max_element(cpu.begin(), cpu.end());
-  sum.fio_iops = Median(fio);
-
-  char line[240];
-  std::snprintf(line, sizeof line,
-                "  %s pairs, uring-direct / fio-uring-direct (first of each "
-                "pair alternating):",
-                bs == 4096 ? "4 KiB" : "1 MiB");
-  rep->lines.push_back(line);
-  nlohmann::json jpairs = nlohmann::json::array();
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const Pair& p = runs[i];
-    const double drift = p.fio.iops() / sum.fio_iops - 1;
-    const bool drifted = std::abs(drift) > kFioDrift;
-    sum.drifted += drifted ? 1 : 0;
-    std::snprintf(
-        line, sizeof line,
-        "    pair %zu (%s first): IOPS %.2fx, CPU/read %.2fx; "
-        "fio %.0f IOPS, %.1f us CPU/read%s",
-        i + 1, p.ours_first ? "rangeio" : "fio", p.iops_ratio(), p.cpu_ratio(),
-        p.fio.iops(), CpuPerRead(p.fio) * 10,
-        drifted ? "  FIO DRIFT: off the fio median by more than 20%" : "");
-    rep->lines.push_back(line);
-    jpairs.push_back({{"ours_first", p.ours_first},
-                      {"iops", p.ours.iops()},
-                      {"fio_iops", p.fio.iops()},
-                      {"cpu_s_per_100k", CpuPerRead(p.ours)},
-                      {"fio_cpu_s_per_100k", CpuPerRead(p.fio)},
-                      {"iops_ratio", p.iops_ratio()},
-                      {"cpu_ratio", p.cpu_ratio()},
-                      {"fio_drift", drift},
-                      {"fio_drifted", drifted}});
-  }
-  std::snprintf(line, sizeof line,
-                "    median of %d pairs: IOPS %.2fx (spread %.2f-%.2f), "
-                "CPU/read %.2fx (spread %.2f-%.2f)%s",
-                pairs, sum.iops_ratio, sum.iops_min, sum.iops_max,
-                sum.cpu_ratio, sum.cpu_min, sum.cpu_max,
-                sum.drifted > 0 ? "; fio drifted: the machine was not steady, "
-                                  "measure again on a quiet one"
-                                : "");
-  rep->lines.push_back(line);
-  (*json)[std::to_string(bs)] = {{"pairs", jpairs},
-                                 {"iops_ratio_median", sum.iops_ratio},
-                                 {"iops_ratio_min", sum.iops_min},
-                                 {"iops_ratio_max", sum.iops_max},
-                                 {"cpu_ratio_median", sum.cpu_ratio},
-                                 {"cpu_ratio_min", sum.cpu_min},
-                                 {"cpu_ratio_max", sum.cpu_max},
-                                 {"fio_iops_median", sum.fio_iops},
-                                 {"fio_drifted_pairs", sum.drifted}};
-
-  // The table shows the run with the median IOPS of each side.
-  auto median_run = [&](auto side) {
-    std::vector<IoRow> rows;
-    rows.reserve(runs.size());
-    for (const Pair& p : runs) rows.push_back(side(p));
-    std::sort(rows.begin(), rows.end(), [](const IoRow& a, const IoRow& b) {
-      return a.iops() < b.iops();
-    });
-    IoRow r = rows[rows.size() / 2];
-    r.note += " [median-IOPS run of " + std::to_string(pairs) + "]";
-    return r;
-  };
-  rep->io_rows.push_back(median_run([](const Pair& p) { return p.ours; }));
-  rep->io_rows.push_back(median_run([](const Pair& p) { return p.fio; }));
-  return sum;
 }
 
 // Marks rows that measured a cache rather than the disk.
@@ -488,72 +370,12 @@ void FlagCaches(Report* rep, const std::vector<PairSummary>& sums,
   }
 }
 
-void AddTargets(Report* rep, bool have_fio,
-                const std::vector<PairSummary>& sums) {
-  const PairSummary* at4k = nullptr;
-  const PairSummary* at1m = nullptr;
-  for (const PairSummary& s : sums) {
-    (s.block_size == 4096 ? at4k : at1m) = &s;
-  }
-  struct Target {
-    const char* what;
-    const PairSummary* sum;
-    double PairSummary::*ratio;
-    bool higher_is_better;
-    double bound;
-  };
-  // The targets (#21); CPU per read at 1 MiB is kept from #7.
-  const Target targets[] = {
-      {"IOPS at 4 KiB", at4k, &PairSummary::iops_ratio, true, 1.0},
-      {"CPU per read at 4 KiB", at4k, &PairSummary::cpu_ratio, false, 1.0},
-      {"MiB/s at 1 MiB", at1m, &PairSummary::iops_ratio, true, 0.95},
-      {"CPU per read at 1 MiB", at1m, &PairSummary::cpu_ratio, false, 1.5},
-  };
-  for (const Target& t : targets) {
-    const std::string what =
-        std::string("uring-direct / fio-uring-direct ") + t.what;
-    if (!have_fio || t.sum == nullptr) {
-      rep->AddSkipped(what, "fio missing: not compared");
-      continue;
-    }
-    if (2 * t.sum->drifted > t.sum->pairs) {  // the peer did not hold still
-      rep->AddSkipped(what, "fio drifted in " + std::to_string(t.sum->drifted) +
-                                " of " + std::to_string(t.sum->pairs) +
-                                " pairs: no verdict, measure on a quiet "
-                                "machine");
-      continue;
-    }
-    const double ratio = t.sum->*t.ratio;
-    char line[220];
-    std::snprintf(
-        line, sizeof line, "%s = %.2f, median of the pairs (target %s %.2f)",
-        what.c_str(), ratio, t.higher_is_better ? ">=" : "<=", t.bound);
-    rep->AddVerdict(t.higher_is_better ? ratio >= t.bound : ratio <= t.bound,
-                    line);
-  }
-  if (const IoRow* nop = rep->FindIo("no-disk-uring-nop", 4096)) {
-    // Seconds per 100k reads x 10 = microseconds per read.
-    const double us = nop->cpu_s_per_100k() * 10;
-    char line[200];
-    std::snprintf(line, sizeof line,
-                  "no-disk-uring-nop CPU per read = %.2f us, the library's "
-                  "own cost with the ring and no disk (target <= 0.50 us)",
-                  us);
-    rep->AddVerdict(us <= 0.5, line);
-  }
-  const IoRow* one = rep->FindIo("no-disk-uring-nop-1cpu", 4096);
-  if (one != nullptr && one->note.find("[on one CPU]") != std::string::npos) {
-    char line[240];
-    std::snprintf(line, sizeof line,
-                  "  INFO  no-disk-uring-nop-1cpu CPU per read = %.2f us: the "
-                  "same with the consumer and the ring thread on one CPU, "
-                  "the library's work without the handoff between cores",
-                  one->cpu_s_per_100k() * 10);
-    rep->lines.push_back(line);
-  }
-}
-
 }  // namespace
+
+Result<IoRow> RunUringDirect(const std::string& path, uint64_t block_size,
+                             Region region) {
+  return RunOurs(path, kPaired, block_size, region);
+}
 
 Result<Report> RunLocal(const BenchOptions& options) {
   const std::string path =

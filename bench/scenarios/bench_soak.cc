@@ -235,138 +235,175 @@ void Worker(int id, const std::vector<Reader>& readers,
   }
 }
 
-}  // namespace
+// The process's resources when the run starts.
+struct Start {
+  std::map<int, std::string> fd_map;
+  int fds = 0;
+  uint64_t rss = 0;
+  uint64_t heap = 0;
+};
 
-Result<Report> RunSoak(const BenchOptions& options) {
-  const int seconds = options.soak_seconds;
-  const std::map<int, std::string> fd_map_start = OpenFdMap();
-  const int fds_start = static_cast<int>(fd_map_start.size());
-  const uint64_t rss_start = StatusBytes("VmRSS:");
-  const uint64_t heap_start = HeapInUse();
+Start TakeStart() {
+  Start st;
+  st.fd_map = OpenFdMap();
+  st.fds = static_cast<int>(st.fd_map.size());
+  st.rss = StatusBytes("VmRSS:");
+  st.heap = HeapInUse();
+  return st;
+}
 
-  const char* tmp = std::getenv("TMPDIR");
-  const std::string path =
-      std::string(tmp != nullptr ? tmp : "/tmp") + "/rangeio-soak.bin";
-  {
-    std::vector<std::byte> bytes(kLocalBytes);
-    FillSimulatedBytes(0, bytes);
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(bytes.data()),
-              static_cast<std::streamsize>(bytes.size()));
-    if (!out) return Status::IoError("bench soak: cannot write '" + path + "'");
-  }
+// The local object: kLocalBytes of the store's content at `path`.
+Status WriteLocalFile(const std::string& path) {
+  std::vector<std::byte> bytes(kLocalBytes);
+  FillSimulatedBytes(0, bytes);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+  if (!out) return Status::IoError("bench soak: cannot write '" + path + "'");
+  return Status::OK();
+}
 
-  Options o;  // the defaults: C = 64, 128 responses, 64 MiB
-  RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Limiter> limiter, Limiter::Make(o));
+// The objects the workers read, each a Reader on the shared limiter, with
+// its size and name, and the fault listeners made for them.
+struct Objects {
+  std::vector<Reader> readers;
+  std::vector<uint64_t> sizes;
+  std::vector<std::string> names;
+  std::vector<int> listeners;
+};
+
+// The HTTP sources' options: pattern.bin's size, and stall timeouts short
+// enough that stalls are retried within a soak, far above loopback latency.
+HttpOptions SoakHttpOptions() {
   HttpOptions ho;
-  // Short enough that stalls are retried within a soak, far above
-  // loopback latency.
   ho.stall_timeout = std::chrono::milliseconds(500);
   ho.first_byte_timeout = std::chrono::milliseconds(2000);
   ho.retry_base_backoff = std::chrono::milliseconds(5);
   ho.retry_max_backoff = std::chrono::milliseconds(100);
   ho.max_attempts = 6;
-  std::vector<Reader> readers;
-  std::vector<uint64_t> sizes;
-  std::vector<std::string> objects;
-  RANGEIO_ASSIGN_OR_RETURN(Reader local, Reader::OpenUrl(path, o, {}, limiter));
-  readers.push_back(std::move(local));  // none may outlive the check below
-  sizes.push_back(kLocalBytes);
-  objects.push_back("local");
+  ho.size_hint = kPatternBytes;
+  return ho;
+}
 
-  const std::string control = Env("RANGEIO_TEST_PROXY_CONTROL");
+// A fault listener in front of `upstream` (a URL), made through the fault
+// proxy's `control` with `seed`, added to `objects`; its base URL.
+Result<std::string> AddListener(const std::string& control,
+                                const std::string& upstream, uint64_t seed,
+                                Objects* objects) {
+  const int port = MakeFaultyListener(
+      control, upstream.substr(upstream.find("://") + 3), seed);
+  if (port == 0) return Status::IoError("bench soak: no fault listener");
+  objects->listeners.push_back(port);
+  return "http://127.0.0.1:" + std::to_string(port);
+}
+
+// The objects: the local file, then, when the test servers run, nginx's
+// and s3rver's pattern.bin through fault listeners.
+Status OpenObjects(const std::string& path, const Options& o,
+                   const std::shared_ptr<Limiter>& limiter,
+                   const std::string& control, Objects* objects) {
+  RANGEIO_ASSIGN_OR_RETURN(Reader local, Reader::OpenUrl(path, o, {}, limiter));
+  objects->readers.push_back(std::move(local));
+  objects->sizes.push_back(kLocalBytes);
+  objects->names.push_back("local");
   const std::string nginx = Env("RANGEIO_TEST_NGINX");
   const std::string s3 = Env("RANGEIO_TEST_S3_ENDPOINT");
-  std::vector<int> listeners;
-  auto hostport = [](const std::string& url) {
-    return url.substr(url.find("://") + 3);
-  };
   if (!control.empty() && !nginx.empty()) {
-    const int port = MakeFaultyListener(control, hostport(nginx), 1);
-    if (port == 0) return Status::IoError("bench soak: no fault listener");
-    listeners.push_back(port);
-    HttpOptions h = ho;
-    h.size_hint = kPatternBytes;
+    RANGEIO_ASSIGN_OR_RETURN(const std::string base,
+                             AddListener(control, nginx, 1, objects));
     RANGEIO_ASSIGN_OR_RETURN(
-        auto src,
-        OpenHttpSource(
-            "http://127.0.0.1:" + std::to_string(port) + "/pattern.bin", h));
+        auto src, OpenHttpSource(base + "/pattern.bin", SoakHttpOptions()));
     RANGEIO_ASSIGN_OR_RETURN(Reader r, Reader::Open(src, o, limiter));
-    readers.push_back(std::move(r));
-    sizes.push_back(kPatternBytes);
-    objects.push_back("nginx");
+    objects->readers.push_back(std::move(r));
+    objects->sizes.push_back(kPatternBytes);
+    objects->names.push_back("nginx");
   }
   if (!control.empty() && !s3.empty()) {
-    const int port = MakeFaultyListener(control, hostport(s3), 2);
-    if (port == 0) return Status::IoError("bench soak: no fault listener");
-    listeners.push_back(port);
     S3Options so;
-    HttpOptions h = ho;
-    h.size_hint = kPatternBytes;
-    so.endpoint = "http://127.0.0.1:" + std::to_string(port);
+    RANGEIO_ASSIGN_OR_RETURN(so.endpoint, AddListener(control, s3, 2, objects));
     so.addressing = S3Addressing::kPath;
     so.region = "us-east-1";
     so.access_key_id = "S3RVER";  // s3rver's fixed test credentials
     so.secret_access_key = "S3RVER";
     const std::string bucket = Env("RANGEIO_TEST_S3_BUCKET");
     RANGEIO_ASSIGN_OR_RETURN(
-        auto src, OpenS3Source("s3://" + bucket + "/pattern.bin", so, h));
+        auto src,
+        OpenS3Source("s3://" + bucket + "/pattern.bin", so, SoakHttpOptions()));
     RANGEIO_ASSIGN_OR_RETURN(Reader r, Reader::Open(src, o, limiter));
-    readers.push_back(std::move(r));
-    sizes.push_back(kPatternBytes);
-    objects.push_back("s3rver");
+    objects->readers.push_back(std::move(r));
+    objects->sizes.push_back(kPatternBytes);
+    objects->names.push_back("s3rver");
   }
+  return Status::OK();
+}
 
-  Totals t;
-  std::string first_unexpected;
+// kThreads workers on the objects for `seconds`; returns the time they
+// took, in ms, to all return.
+double RunWorkers(int seconds, const Objects& objects, Totals* t,
+                  std::string* first_unexpected) {
   std::atomic<bool> noted{false};
   const auto t0 = std::chrono::steady_clock::now();
   const auto until = t0 + std::chrono::seconds(seconds);
   std::vector<std::thread> threads;
   threads.reserve(kThreads);
   for (int i = 0; i < kThreads; ++i) {
-    threads.emplace_back(Worker, i, std::cref(readers), std::cref(sizes), until,
-                         &t, &first_unexpected, &noted);
+    threads.emplace_back(Worker, i, std::cref(objects.readers),
+                         std::cref(objects.sizes), until, t, first_unexpected,
+                         &noted);
   }
   for (std::thread& th : threads) th.join();
-  const double elapsed_ms = std::chrono::duration<double, std::milli>(
-                                std::chrono::steady_clock::now() - t0)
-                                .count();
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - t0)
+      .count();
+}
 
-  // Every stream is gone: what is still in flight (cancelled transfers,
-  // dropped streams' reads) must come back.
-  Stats s = limiter->GetStats();
+// The limiter's stats once what is still in flight (cancelled transfers,
+// dropped streams' reads) has come back, or after 10 s.
+Stats AwaitIdle(const Limiter& limiter) {
+  Stats s = limiter.GetStats();
   for (int i = 0; i < 100 && (s.in_flight != 0 || s.retained_count != 0); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    s = limiter->GetStats();
+    s = limiter.GetStats();
   }
-  readers.clear();
-  limiter.reset();
-  for (int port : listeners) CloseListener(control, port);
-  std::remove(path.c_str());
-  // The HTTP engine's thread stops (closing its connections) once the last
-  // source is gone.
+  return s;
+}
+
+// The open file descriptors once at most `fds_start` are left, or after
+// 5 s: the HTTP engine's thread stops (closing its connections) once the
+// last source is gone.
+int AwaitFds(int fds_start) {
   int fds_end = OpenFds();
   for (int i = 0; i < 50 && fds_end > fds_start; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     fds_end = OpenFds();
   }
-  const uint64_t rss_peak = StatusBytes("VmHWM:");
-  const uint64_t rss_end = StatusBytes("VmRSS:");
-  const uint64_t heap_end = HeapInUse();
-  const uint64_t bound = rss_start +
-                         3 * LimiterOptions::kDefaultResponseBudgetBytes +
-                         kRssSlackBytes;
+  return fds_end;
+}
 
-  Report rep;
-  rep.scenario = "soak";
+// The process's resources at the end, with every source gone.
+struct End {
+  Stats limiter;  // once idle (AwaitIdle)
+  int fds = 0;
+  uint64_t rss_peak = 0;
+  uint64_t rss = 0;
+  uint64_t heap = 0;
+  uint64_t rss_bound = 0;  // the most rss_peak may be
+};
+
+nlohmann::json SoakConfig(int seconds,
+                          const std::vector<std::string>& objects) {
   std::string names;
   for (const std::string& n : objects) names += (names.empty() ? "" : ",") + n;
-  rep.config = {
-      {"seconds", seconds},       {"threads", kThreads},
-      {"objects", names},         {"io_concurrency", 64},
-      {"budget_count", 128},      {"budget_bytes", 64 << 20},
-      {"max_ranges", kMaxRanges}, {"max_range_bytes", kMaxRangeBytes}};
+  return {{"seconds", seconds},       {"threads", kThreads},
+          {"objects", names},         {"io_concurrency", 64},
+          {"budget_count", 128},      {"budget_bytes", 64 << 20},
+          {"max_ranges", kMaxRanges}, {"max_range_bytes", kMaxRangeBytes}};
+}
+
+// The one row: what the streams did, and the resources at start and end.
+Row SoakRow(double elapsed_ms, const Totals& t, const Start& start,
+            const End& end) {
+  const Stats& s = end.limiter;
   Row row{"soak",
           {elapsed_ms},
           t.results.load(),
@@ -374,6 +411,9 @@ Result<Report> RunSoak(const BenchOptions& options) {
           s.peak_retained_count,
           "",
           {}};
+  auto mib = [](uint64_t bytes) {
+    return static_cast<double>(bytes) / (1 << 20);
+  };
   row.extra = {{"streams", t.streams.load()},
                {"drained", t.drained.load()},
                {"cancelled", t.cancelled.load()},
@@ -381,37 +421,85 @@ Result<Report> RunSoak(const BenchOptions& options) {
                {"failed_after_retries", t.failed.load()},
                {"unexpected_errors", t.unexpected.load()},
                {"wrong_results", t.wrong.load()},
-               {"mib", static_cast<double>(t.bytes.load()) / (1 << 20)},
+               {"mib", mib(t.bytes.load())},
                {"end_in_flight", s.in_flight},
                {"end_retained", s.retained_count},
-               {"fds_start", fds_start},
-               {"fds_end", fds_end},
-               {"rss_start_mib", static_cast<double>(rss_start) / (1 << 20)},
-               {"rss_end_mib", static_cast<double>(rss_end) / (1 << 20)},
-               {"rss_peak_mib", static_cast<double>(rss_peak) / (1 << 20)},
-               {"rss_bound_mib", static_cast<double>(bound) / (1 << 20)},
-               {"heap_start_mib", static_cast<double>(heap_start) / (1 << 20)},
-               {"heap_end_mib", static_cast<double>(heap_end) / (1 << 20)}};
-  rep.rows.push_back(row);
-  rep.AddVerdict(t.wrong == 0, "zero wrong bytes");
-  rep.AddVerdict(
+               {"fds_start", start.fds},
+               {"fds_end", end.fds},
+               {"rss_start_mib", mib(start.rss)},
+               {"rss_end_mib", mib(end.rss)},
+               {"rss_peak_mib", mib(end.rss_peak)},
+               {"rss_bound_mib", mib(end.rss_bound)},
+               {"heap_start_mib", mib(start.heap)},
+               {"heap_end_mib", mib(end.heap)}};
+  return row;
+}
+
+// The verdicts: nothing lost, nothing leaked (the fds listed are those open
+// now that were not at the start), nothing left in flight.
+void AddVerdicts(const Totals& t, const std::string& first_unexpected,
+                 const Start& start, const End& end, size_t objects,
+                 Report* rep) {
+  const Stats& s = end.limiter;
+  rep->AddVerdict(t.wrong == 0, "zero wrong bytes");
+  rep->AddVerdict(
       t.unexpected == 0,
       "no error but a fault that outlasted its retries" +
           (first_unexpected.empty() ? ""
                                     : " (first: " + first_unexpected + ")"));
-  rep.AddVerdict(s.in_flight == 0 && s.retained_count == 0,
-                 "the limiter ends with 0 in flight and 0 retained");
-  const std::string new_fds = NewFds(fd_map_start, OpenFdMap());
-  rep.AddVerdict(fds_end <= fds_start,
-                 "file descriptors back to their count at the start (" +
-                     std::to_string(fds_start) + ")" +
-                     (new_fds.empty() ? "" : "; new: " + new_fds));
-  rep.AddVerdict(rss_peak <= bound,
-                 "peak RSS within start + 3 x budget + 64 MiB");
-  if (objects.size() == 1) {
-    rep.AddSkipped("nginx and s3rver",
-                   "no test servers (tests/servers/run_servers.sh start)");
+  rep->AddVerdict(s.in_flight == 0 && s.retained_count == 0,
+                  "the limiter ends with 0 in flight and 0 retained");
+  const std::string new_fds = NewFds(start.fd_map, OpenFdMap());
+  rep->AddVerdict(end.fds <= start.fds,
+                  "file descriptors back to their count at the start (" +
+                      std::to_string(start.fds) + ")" +
+                      (new_fds.empty() ? "" : "; new: " + new_fds));
+  rep->AddVerdict(end.rss_peak <= end.rss_bound,
+                  "peak RSS within start + 3 x budget + 64 MiB");
+  if (objects == 1) {
+    rep->AddSkipped("nginx and s3rver",
+                    "no test servers (tests/servers/run_servers.sh start)");
   }
+}
+
+}  // namespace
+
+Result<Report> RunSoak(const BenchOptions& options) {
+  const int seconds = options.soak_seconds;
+  const Start start = TakeStart();
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string path =
+      std::string(tmp != nullptr ? tmp : "/tmp") + "/rangeio-soak.bin";
+  RANGEIO_RETURN_NOT_OK(WriteLocalFile(path));
+
+  Options o;  // the defaults: C = 64, 128 responses, 64 MiB
+  RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Limiter> limiter, Limiter::Make(o));
+  const std::string control = Env("RANGEIO_TEST_PROXY_CONTROL");
+  Objects objects;  // none may outlive the check below
+  RANGEIO_RETURN_NOT_OK(OpenObjects(path, o, limiter, control, &objects));
+
+  Totals t;
+  std::string first_unexpected;
+  const double elapsed_ms = RunWorkers(seconds, objects, &t, &first_unexpected);
+  // Every stream is gone: what is still in flight must come back.
+  End end;
+  end.limiter = AwaitIdle(*limiter);
+  objects.readers.clear();
+  limiter.reset();
+  for (int port : objects.listeners) CloseListener(control, port);
+  std::remove(path.c_str());
+  end.fds = AwaitFds(start.fds);
+  end.rss_peak = StatusBytes("VmHWM:");
+  end.rss = StatusBytes("VmRSS:");
+  end.heap = HeapInUse();
+  end.rss_bound = start.rss + 3 * LimiterOptions::kDefaultResponseBudgetBytes +
+                  kRssSlackBytes;
+
+  Report rep;
+  rep.scenario = "soak";
+  rep.config = SoakConfig(seconds, objects.names);
+  rep.rows.push_back(SoakRow(elapsed_ms, t, start, end));
+  AddVerdicts(t, first_unexpected, start, end, objects.names.size(), &rep);
   return rep;
 }
 

@@ -5,7 +5,7 @@
 // with 503 SlowDown above it ($RANGEIO_BENCH_HTTP_THROTTLED_URL), and
 // through the same relay with no rate limit ($RANGEIO_BENCH_HTTP_URL).
 // Rows fixed-64 (adaptive off, today) and adaptive on each (unthrottled:
-// in rotating rounds, see RunThrottle), then both
+// in rotating rounds, see AddUnthrottledRows), then both
 // endpoints read at once by two readers with adaptive on: the limit is per
 // endpoint. Goodput is reads delivered per second; "503 %" the share of
 // GETs answered as throttled. Reads make up to 50 attempts in every row.
@@ -31,7 +31,7 @@ constexpr uint64_t kObjectBytes = 256ull << 20;
 // The relay's rate limit (tests/servers/run_servers.sh).
 constexpr double kRateLimit = 800;
 constexpr uint32_t kMaxAttempts = 50;
-constexpr int kRounds = 4;  // of the unthrottled rows, see RunThrottle
+constexpr int kRounds = 4;  // of the unthrottled rows, see AddUnthrottledRows
 
 struct Outcome {
   uint64_t reads = 0;
@@ -127,6 +127,110 @@ double Extra(const Report& rep, const std::string& row, const char* key) {
 // Lets the relay's bucket refill between rows (40 tokens at 800/s: 50 ms).
 void Pause() { std::this_thread::sleep_for(std::chrono::milliseconds(500)); }
 
+nlohmann::json ThrottleConfig(double seconds) {
+  return {{"block_bytes", kBlock},
+          {"io_concurrency", kConcurrency},
+          {"seconds_per_row", seconds},
+          {"rate_limit", kRateLimit},
+          {"max_attempts", kMaxAttempts},
+          {"unthrottled_rounds", kRounds},
+          {"latency", "lognormal median 24 ms sigma 0.3"}};
+}
+
+struct Mode {
+  const char* name;
+  bool adaptive;
+};
+constexpr Mode kModes[] = {{"fixed-64", false}, {"adaptive", true}};
+
+// The throttled rows: each mode for `seconds` on the rate-limited relay,
+// a pause after each for its bucket to refill.
+Status AddThrottledRows(const std::string& throttled, double seconds,
+                        Report* rep) {
+  for (const Mode& mode : kModes) {
+    RANGEIO_ASSIGN_OR_RETURN(Outcome o,
+                             ReadFor(throttled, mode.adaptive, seconds, 1));
+    rep->rows.push_back(MakeRow(std::string("throttled ") + mode.name, o));
+    Pause();
+  }
+  return Status::OK();
+}
+
+// The unthrottled rows. Unthrottled, the two modes differ by little, and
+// other work on a shared machine drifts over a run: kRounds rounds of
+// seconds / kRounds each, in rotating order, and the median of the rounds'
+// rates.
+Status AddUnthrottledRows(const std::string& free, double seconds,
+                          Report* rep) {
+  Outcome free_rows[2];
+  for (int r = 0; r < kRounds; ++r) {
+    for (int k = 0; k < 2; ++k) {
+      const int m = (k + r) % 2;
+      RANGEIO_ASSIGN_OR_RETURN(Outcome o, ReadFor(free, kModes[m].adaptive,
+                                                  seconds / kRounds, 2 + r));
+      Merge(o, &free_rows[m]);
+    }
+  }
+  for (int m = 0; m < 2; ++m) {
+    rep->rows.push_back(
+        MakeRow(std::string("unthrottled ") + kModes[m].name, free_rows[m]));
+  }
+  return Status::OK();
+}
+
+// Both endpoints at once, a reader each, adaptive on: the limit is per
+// endpoint.
+Status AddBothRows(const std::string& throttled, const std::string& free,
+                   double seconds, Report* rep) {
+  Result<Outcome> both[2] = {Status::Internal("not run"),
+                             Status::Internal("not run")};
+  {
+    std::thread t([&] { both[0] = ReadFor(throttled, true, seconds, 10); });
+    both[1] = ReadFor(free, true, seconds, 11);
+    t.join();
+  }
+  RANGEIO_RETURN_NOT_OK(both[0].status());
+  RANGEIO_RETURN_NOT_OK(both[1].status());
+  rep->rows.push_back(MakeRow("both: throttled", *both[0]));
+  rep->rows.push_back(MakeRow("both: unthrottled", *both[1]));
+  return Status::OK();
+}
+
+// The targets: adaptive's goodput and 503s under the limit, its rate
+// without one against fixed-64's, and the unthrottled endpoint's rate
+// beside the throttled one.
+void AddVerdicts(Report* rep) {
+  char buf[240];
+  const double goodput = Extra(*rep, "throttled adaptive", "reads_per_s");
+  const double pct = Extra(*rep, "throttled adaptive", "pct_503");
+  std::snprintf(buf, sizeof buf,
+                "throttled: adaptive goodput %.0f/s = %.3fx the limit (target "
+                ">= 0.95x) with %.2f%% of GETs answered 503 (target <= 2%%); "
+                "fixed-64: %.0f/s, %.1f%% 503, p99 %.0f ms vs %.0f ms",
+                goodput, goodput / kRateLimit, pct,
+                Extra(*rep, "throttled fixed-64", "reads_per_s"),
+                Extra(*rep, "throttled fixed-64", "pct_503"),
+                Extra(*rep, "throttled fixed-64", "p99_ms"),
+                Extra(*rep, "throttled adaptive", "p99_ms"));
+  rep->AddVerdict(goodput >= 0.95 * kRateLimit && pct <= 2, buf);
+  const double ratio = Extra(*rep, "unthrottled adaptive", "reads_per_s") /
+                       Extra(*rep, "unthrottled fixed-64", "reads_per_s");
+  std::snprintf(buf, sizeof buf,
+                "unthrottled: adaptive %.3fx fixed-64 reads/s (target >= "
+                "0.97x)",
+                ratio);
+  rep->AddVerdict(ratio >= 0.97, buf);
+  const double kept = Extra(*rep, "both: unthrottled", "reads_per_s") /
+                      Extra(*rep, "unthrottled adaptive", "reads_per_s");
+  std::snprintf(buf, sizeof buf,
+                "per endpoint: the unthrottled endpoint read beside the "
+                "throttled one keeps %.3fx its rate alone (target >= 0.95x), "
+                "its limit %.0f, min %.0f",
+                kept, Extra(*rep, "both: unthrottled", "limit"),
+                Extra(*rep, "both: unthrottled", "min_limit"));
+  rep->AddVerdict(kept >= 0.95, buf);
+}
+
 }  // namespace
 
 Result<Report> RunThrottle(const BenchOptions& options) {
@@ -144,82 +248,15 @@ Result<Report> RunThrottle(const BenchOptions& options) {
   const double s = options.throttle_seconds;
   Report rep;
   rep.scenario = "throttle";
-  rep.config = {{"block_bytes", kBlock},
-                {"io_concurrency", kConcurrency},
-                {"seconds_per_row", s},
-                {"rate_limit", kRateLimit},
-                {"max_attempts", kMaxAttempts},
-                {"unthrottled_rounds", kRounds},
-                {"latency", "lognormal median 24 ms sigma 0.3"}};
-  const std::pair<const char*, bool> modes[] = {{"fixed-64", false},
-                                                {"adaptive", true}};
-  for (const auto& [name, adaptive] : modes) {
-    RANGEIO_ASSIGN_OR_RETURN(Outcome o, ReadFor(throttled, adaptive, s, 1));
-    rep.rows.push_back(MakeRow(std::string("throttled ") + name, o));
-    Pause();
-  }
-  // Unthrottled, the two rows differ by little, and other work on a shared
-  // machine drifts over a run: kRounds rounds of s / kRounds each, in
-  // rotating order, and the median of the rounds' rates.
-  Outcome free_rows[2];
-  for (int r = 0; r < kRounds; ++r) {
-    for (int k = 0; k < 2; ++k) {
-      const int m = (k + r) % 2;
-      RANGEIO_ASSIGN_OR_RETURN(
-          Outcome o, ReadFor(free, modes[m].second, s / kRounds, 2 + r));
-      Merge(o, &free_rows[m]);
-    }
-  }
-  for (int m = 0; m < 2; ++m) {
-    rep.rows.push_back(
-        MakeRow(std::string("unthrottled ") + modes[m].first, free_rows[m]));
-  }
-  // Both endpoints at once, a reader each, adaptive on.
-  Result<Outcome> both[2] = {Status::Internal("not run"),
-                             Status::Internal("not run")};
-  {
-    std::thread t([&] { both[0] = ReadFor(throttled, true, s, 10); });
-    both[1] = ReadFor(free, true, s, 11);
-    t.join();
-  }
-  RANGEIO_RETURN_NOT_OK(both[0].status());
-  RANGEIO_RETURN_NOT_OK(both[1].status());
-  rep.rows.push_back(MakeRow("both: throttled", *both[0]));
-  rep.rows.push_back(MakeRow("both: unthrottled", *both[1]));
+  rep.config = ThrottleConfig(s);
+  RANGEIO_RETURN_NOT_OK(AddThrottledRows(throttled, s, &rep));
+  RANGEIO_RETURN_NOT_OK(AddUnthrottledRows(free, s, &rep));
+  RANGEIO_RETURN_NOT_OK(AddBothRows(throttled, free, s, &rep));
   rep.baseline = "unthrottled fixed-64";
   rep.extra_order = {"reads_per_s", "pct_503",    "p50_ms", "p99_ms",
                      "gets",        "throttled",  "failed", "limit",
                      "min_limit",   "throttled_s"};
-
-  char buf[240];
-  const double goodput = Extra(rep, "throttled adaptive", "reads_per_s");
-  const double pct = Extra(rep, "throttled adaptive", "pct_503");
-  std::snprintf(buf, sizeof buf,
-                "throttled: adaptive goodput %.0f/s = %.3fx the limit (target "
-                ">= 0.95x) with %.2f%% of GETs answered 503 (target <= 2%%); "
-                "fixed-64: %.0f/s, %.1f%% 503, p99 %.0f ms vs %.0f ms",
-                goodput, goodput / kRateLimit, pct,
-                Extra(rep, "throttled fixed-64", "reads_per_s"),
-                Extra(rep, "throttled fixed-64", "pct_503"),
-                Extra(rep, "throttled fixed-64", "p99_ms"),
-                Extra(rep, "throttled adaptive", "p99_ms"));
-  rep.AddVerdict(goodput >= 0.95 * kRateLimit && pct <= 2, buf);
-  const double ratio = Extra(rep, "unthrottled adaptive", "reads_per_s") /
-                       Extra(rep, "unthrottled fixed-64", "reads_per_s");
-  std::snprintf(buf, sizeof buf,
-                "unthrottled: adaptive %.3fx fixed-64 reads/s (target >= "
-                "0.97x)",
-                ratio);
-  rep.AddVerdict(ratio >= 0.97, buf);
-  const double kept = Extra(rep, "both: unthrottled", "reads_per_s") /
-                      Extra(rep, "unthrottled adaptive", "reads_per_s");
-  std::snprintf(buf, sizeof buf,
-                "per endpoint: the unthrottled endpoint read beside the "
-                "throttled one keeps %.3fx its rate alone (target >= 0.95x), "
-                "its limit %.0f, min %.0f",
-                kept, Extra(rep, "both: unthrottled", "limit"),
-                Extra(rep, "both: unthrottled", "min_limit"));
-  rep.AddVerdict(kept >= 0.95, buf);
+  AddVerdicts(&rep);
   return rep;
 }
 

@@ -13,6 +13,8 @@
 // batches of all queries (batch QPS), one query per call from 8 threads
 // (p50/p99), recall@10 and the bytes read. Every row's labels must equal FAISS
 // in memory's for every query, or the bench fails.
+#include "bench_vindex.h"
+
 #include <faiss/IVFlib.h>
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexIVFFlat.h>
@@ -25,7 +27,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -250,7 +251,7 @@ Status AddRow(const Context& c, const std::string& name, const Measured& m,
                               ": one-query labels differ from FAISS in memory");
     }
   }
-  Row row{c.kind + "-np" + std::to_string(c.nprobe) + "-" + name,
+  Row row{VindexRowName(c.kind, c.nprobe, name),
           m.batch_runs_ms,
           static_cast<uint64_t>(c.d->nq),
           {},
@@ -379,105 +380,171 @@ Result<double> RoundTripMs(const std::string& url, int parallel) {
   return Quantile(ms, 0.5);
 }
 
-double Figure(const Report& rep, const std::string& row, const char* key) {
-  const Row* r = rep.Find(row);
-  return r ? r->extra[key].get<double>() : 0;
+// The test servers bench vindex reads through, from the environment.
+struct Servers {
+  std::string http;       // bench.bin through the 24 ms relay
+  std::string straggler;  // bench.bin through the straggler mixture
+  std::string root;       // the directory nginx serves
+  bool have_http = false;
+  // Ceph RGW (run_servers.sh with RANGEIO_TEST_RGW): the index is uploaded
+  // straight to RGW and read through its 24 ms relay, signed.
+  S3Options rgw;
+  std::string rgw_relay;
+  std::string bucket;
+  bool have_rgw = false;
+};
+
+Servers FindServers() {
+  Servers sv;
+  sv.http = EnvOr("", "RANGEIO_BENCH_HTTP_URL");
+  sv.straggler = EnvOr("", "RANGEIO_BENCH_HTTP_STRAGGLER_URL");
+  sv.root = EnvOr("", "RANGEIO_TEST_NGINX_ROOT");
+  sv.have_http = !sv.http.empty() && !sv.root.empty();
+  sv.rgw.endpoint = EnvOr("", "RANGEIO_TEST_RGW_ENDPOINT");
+  sv.rgw.access_key_id = EnvOr("", "RANGEIO_TEST_RGW_ACCESS_KEY");
+  sv.rgw.secret_access_key = EnvOr("", "RANGEIO_TEST_RGW_SECRET_KEY");
+  sv.rgw_relay = EnvOr("", "RANGEIO_BENCH_RGW_ENDPOINT");
+  sv.bucket = EnvOr("", "RANGEIO_TEST_S3_BUCKET");
+  sv.have_rgw = sv.have_http && !sv.rgw.endpoint.empty() &&
+                !sv.rgw_relay.empty() && !sv.bucket.empty();
+  return sv;
 }
 
-// rtt_ms: one round trip; slowest_ms: the slowest of 16 at once.
-void Verdicts(Report* rep, const std::string& kind, int queries, double rtt_ms,
-              double slowest_ms) {
-  char buf[240];
-  auto row = [&](int np, const char* name) {
-    return kind + "-np" + std::to_string(np) + "-" + name;
+// Where one index is: its file here, and where the test servers serve it.
+struct IndexFiles {
+  std::string file;     // ivf-<kind>-<vectors>.index
+  std::string path;     // in the index directory
+  std::string url;      // through the relay; empty without test servers
+  std::string rgw_url;  // s3://<bucket>/vindex-bench/<file>
+};
+
+// Puts the index where the test servers serve it: copied into nginx's
+// root unless there with its size, uploaded to RGW when it runs; sets the
+// URL, and adds a line with what downloading it for FAISS in memory takes.
+Status ServeIndex(const std::string& kind, const Servers& sv, IndexFiles* f,
+                  Report* rep) {
+  fs::create_directories(sv.root + "/vindex-bench");
+  std::string served = sv.root;
+  served.append("/vindex-bench/").append(f->file);
+  if (!fs::exists(served) || fs::file_size(served) != fs::file_size(f->path)) {
+    fs::copy_file(f->path, served, fs::copy_options::overwrite_existing);
+  }
+  f->url = Beside(sv.http, f->file);
+  if (sv.have_rgw) {
+    RANGEIO_ASSIGN_OR_RETURN(const BenchObject o,
+                             BenchObject::Resolve(f->rgw_url, sv.rgw));
+    RANGEIO_RETURN_NOT_OK(o.Put(f->path));
+  }
+  RANGEIO_ASSIGN_OR_RETURN(const double dl, DownloadSeconds(f->url));
+  rep->lines.push_back("  " + kind + ": FAISS in memory first downloads " +
+                       std::to_string(fs::file_size(f->path) >> 20) +
+                       " MiB through the relay: " + std::to_string(dl) + " s");
+  return Status::OK();
+}
+
+// The rows over HTTP at c.nprobe: the chunked baseline and the rolling
+// reads, per list and planned; at nprobe 16 also RGW's and the
+// stragglers' (without and with hedging), when those servers run.
+Status HttpRows(const Context& c, const Servers& sv, const IndexFiles& f) {
+  // The seed's "before": one read per posting list, no coalescing, a
+  // chunk barrier of C (lists shared across threads, as in every row).
+  // With the planner a batch is a few dozen reads, often one chunk, so
+  // chunked + planner is its own row, not the baseline.
+  integrations::IvfOpenOptions chunked;
+  chunked.decorate = [](std::shared_ptr<Source> s) {
+    return WithChunkBarrier(std::move(s), kIoConcurrency);
   };
-  for (const int np : {16, 64}) {
-    for (const char* temp : {"cold", "warm"}) {
-      const std::string ours = row(np, "rangeio-local-") + temp;
-      const std::string peer = row(np, "faiss-mmap-") + temp;
-      const double x = Figure(*rep, ours, "batch_qps") /
-                       std::max(1e-9, Figure(*rep, peer, "batch_qps"));
-      std::snprintf(buf, sizeof buf, "%s batch QPS %.2fx %s (target >= 1.0x)",
-                    ours.c_str(), x, peer.c_str());
-      rep->AddVerdict(x >= 1.0, buf);
-    }
+  chunked.max_read_bytes = 1;
+  RANGEIO_RETURN_NOT_OK(RangeioRow(c, "rangeio-http-chunked", f.url, chunked,
+                                   kHttpSingles, "", "per-list reads, "));
+  integrations::IvfOpenOptions per_list;
+  per_list.max_read_bytes = 1;
+  RANGEIO_RETURN_NOT_OK(RangeioRow(c, "rangeio-http-per-list", f.url, per_list,
+                                   kHttpSingles, "", "per-list reads, "));
+  integrations::IvfOpenOptions chunked_planned = chunked;
+  chunked_planned.max_read_bytes = 0;  // the integration's plan
+  RANGEIO_RETURN_NOT_OK(RangeioRow(c, "rangeio-http-chunked-planned", f.url,
+                                   chunked_planned, kHttpSingles, ""));
+  RANGEIO_RETURN_NOT_OK(
+      RangeioRow(c, "rangeio-http", f.url, {}, kHttpSingles, ""));
+  if (sv.have_rgw && c.nprobe == 16) {
+    integrations::IvfOpenOptions on_rgw;
+    on_rgw.source.s3 = sv.rgw;
+    on_rgw.source.s3.endpoint = sv.rgw_relay;
+    RANGEIO_RETURN_NOT_OK(RangeioRow(c, "rangeio-rgw", f.rgw_url, on_rgw,
+                                     kHttpSingles, "", "Ceph RGW, signed, "));
   }
-  const std::string http = row(16, "rangeio-http");
-  if (rep->Find(http) == nullptr) {
-    rep->AddSkipped(kind + " HTTP targets",
-                    "no test servers (tests/servers/run_servers.sh)");
-    return;
+  if (!sv.straggler.empty() && c.nprobe == 16) {
+    const std::string surl = Beside(sv.straggler, f.file);
+    RANGEIO_RETURN_NOT_OK(
+        RangeioRow(c, "rangeio-http-stragglers", surl, {}, kHttpSingles, ""));
+    integrations::IvfOpenOptions hedged;
+    hedged.reader.reader.hedge = ReaderOptions::Hedge::kAuto;
+    RANGEIO_RETURN_NOT_OK(RangeioRow(c, "rangeio-http-stragglers-hedge", surl,
+                                     hedged, kHttpSingles, ""));
   }
-  const double mem = Figure(*rep, row(16, "faiss-memory"), "batch_qps");
-  const double ours = Figure(*rep, http, "batch_qps");
-  const double chunked =
-      Figure(*rep, row(16, "rangeio-http-chunked"), "batch_qps");
-  std::snprintf(buf, sizeof buf,
-                "%s batch QPS %.2fx FAISS in memory (target >= 0.7x)",
-                http.c_str(), ours / mem);
-  rep->AddVerdict(ours / mem >= 0.7, buf);
-  // A thread's first query scans only once the slowest of its lists' reads
-  // is in: at best the in-memory scan plus that read, over the scan.
-  const double scan_ms = 1e3 * queries / std::max(1e-9, mem);
-  std::snprintf(buf, sizeof buf,
-                "%s at best %.2fx FAISS in memory: a batch takes at least the "
-                "in-memory scan (%.0f ms) plus the slowest of its first "
-                "reads (%.1f ms, the slowest of 16 parallel round trips)",
-                http.c_str(), scan_ms / (scan_ms + slowest_ms), scan_ms,
-                slowest_ms);
-  rep->lines.push_back(std::string("  INFO  ") + buf);
-  std::snprintf(buf, sizeof buf,
-                "%s batch QPS %.2fx chunked (the seed's before: one read per "
-                "list, chunk barrier of C) (target >= 3x)",
-                http.c_str(), ours / chunked);
-  rep->AddVerdict(ours / chunked >= 3, buf);
-  const double planned =
-      Figure(*rep, row(16, "rangeio-http-chunked-planned"), "batch_qps");
-  const double per_list =
-      Figure(*rep, row(16, "rangeio-http-per-list"), "batch_qps");
-  std::snprintf(buf, sizeof buf,
-                "%s batch QPS %.2fx chunked with the same planned reads, "
-                "%.2fx rolling per-list reads: what the barrier and the "
-                "planner each give",
-                http.c_str(), ours / std::max(1e-9, planned),
-                ours / std::max(1e-9, per_list));
-  rep->lines.push_back(std::string("  INFO  ") + buf);
-  // No row can scan faster than FAISS in memory, so chunked / memory caps
-  // the ratio to chunked whatever the I/O does.
-  std::snprintf(
-      buf, sizeof buf,
-      "%s the most any row can be against chunked is %.2fx (chunked's "
-      "batch time over FAISS in memory's scan of the same batch)",
-      http.c_str(), mem / std::max(1e-9, chunked));
-  rep->lines.push_back(std::string("  INFO  ") + buf);
-  // The bound is one round trip; a query waits for the slowest of
-  // its 16 lists, so the bound the relay allows is that slowest read's.
-  const double scan = Figure(*rep, row(16, "faiss-memory"), "single_p50_ms");
-  const double bound = 1.3 * (slowest_ms + scan);
-  const double p50 = Figure(*rep, http, "single_p50_ms");
-  std::snprintf(buf, sizeof buf,
-                "%s one-query p50 %.1f ms, bound 1.3 x (slowest of 16 "
-                "parallel round trips %.1f ms + in-memory p50) = %.1f ms",
-                http.c_str(), p50, slowest_ms, bound);
-  rep->AddVerdict(p50 <= bound, buf);
-  std::snprintf(buf, sizeof buf,
-                "%s one-query p50 %.1f ms = %.2f x (one round trip %.1f ms + "
-                "in-memory p50): the issue's bound of 1.3 x cannot hold "
-                "while a query waits for 16 reads of lognormal latency",
-                http.c_str(), p50, p50 / (rtt_ms + scan), rtt_ms);
-  rep->lines.push_back(std::string("  INFO  ") + buf);
-  const std::string off = row(16, "rangeio-http-stragglers");
-  const std::string on = row(16, "rangeio-http-stragglers-hedge");
-  if (rep->Find(off) && rep->Find(on)) {
-    const double a = Figure(*rep, off, "single_p99_ms");
-    const double b = Figure(*rep, on, "single_p99_ms");
-    std::snprintf(
-        buf, sizeof buf,
-        "%s one-query p99 %.1f ms vs %.1f ms without hedging (target: "
-        "lower)",
-        on.c_str(), b, a);
-    rep->AddVerdict(b < a, buf);
+  return Status::OK();
+}
+
+// The rows at c.nprobe: FAISS in memory (the reference every other row's
+// labels must equal), FAISS mmap cold and warm, rangeio on the local file
+// cold and warm, then the HTTP rows when the test servers run.
+Status NprobeRows(Context c, ::faiss::Index* memory, ::faiss::Index* mmapped,
+                  const Servers& sv, const IndexFiles& f) {
+  const int nq = c.d->nq;
+  SetNprobe(memory, c.nprobe);
+  Progress::Get().Phase("vindex: " + c.kind + " nprobe " +
+                        std::to_string(c.nprobe) + " faiss-memory");
+  const Measured mem = Measure(memory, *c.d, nq);
+  RANGEIO_RETURN_NOT_OK(AddRow(c, "faiss-memory", mem, "whole index in RAM"));
+  c.memory = &mem;
+  SetNprobe(mmapped, c.nprobe);
+  for (const bool cold : {true, false}) {
+    Progress::Get().Phase("vindex: " + c.kind + " faiss-mmap");
+    Measured m = Measure(mmapped, *c.d, nq, [&] {
+      if (cold) DropCache(f.path);
+    });
+    RANGEIO_RETURN_NOT_OK(AddRow(c,
+                                 cold ? "faiss-mmap-cold" : "faiss-mmap-warm",
+                                 m, "IO_FLAG_MMAP: OnDiskInvertedLists"));
   }
+  integrations::IvfOpenOptions local;
+  RANGEIO_RETURN_NOT_OK(
+      RangeioRow(c, "rangeio-local-cold", f.path, local, nq, f.path));
+  RANGEIO_RETURN_NOT_OK(
+      RangeioRow(c, "rangeio-local-warm", f.path, local, nq, ""));
+  if (!sv.have_http) return Status::OK();
+  return HttpRows(c, sv, f);
+}
+
+// Index `kind` ("flat" or "pq") of the dataset: built unless in `dir`
+// already, served, its rows at each nprobe, then its verdicts (with the
+// relay's round trips, measured after the rows).
+Status RunKind(const std::string& kind, const Dataset& d,
+               const std::string& dir, const Servers& sv, Report* rep) {
+  IndexFiles f;
+  f.file = "ivf-";
+  f.file.append(kind).append("-").append(std::to_string(d.n)).append(".index");
+  f.path = (fs::path(dir) / f.file).string();
+  RANGEIO_RETURN_NOT_OK(EnsureIndex(kind, d, f.path));
+  f.rgw_url = "s3://";
+  f.rgw_url.append(sv.bucket).append("/vindex-bench/").append(f.file);
+  if (sv.have_http) RANGEIO_RETURN_NOT_OK(ServeIndex(kind, sv, &f, rep));
+  std::unique_ptr<::faiss::Index> memory(::faiss::read_index(f.path.c_str()));
+  std::unique_ptr<::faiss::Index> mmapped(
+      ::faiss::read_index(f.path.c_str(), ::faiss::IO_FLAG_MMAP));
+  for (const int nprobe : {16, 64}) {
+    RANGEIO_RETURN_NOT_OK(NprobeRows(Context{&d, kind, nprobe, nullptr, rep},
+                                     memory.get(), mmapped.get(), sv, f));
+  }
+  double rtt = 0;
+  double slowest = 0;
+  if (sv.have_http) {
+    RANGEIO_ASSIGN_OR_RETURN(rtt, RoundTripMs(f.url, 1));
+    RANGEIO_ASSIGN_OR_RETURN(slowest, RoundTripMs(f.url, 16));
+  }
+  VindexVerdicts(rep, kind, d.nq, rtt, slowest);
+  return Status::OK();
 }
 
 }  // namespace
@@ -491,20 +558,7 @@ Result<Report> RunVindex(const BenchOptions& options) {
   if (tmp.empty()) tmp = "/tmp";
   const std::string dir = tmp + "/rangeio-vindex";
   fs::create_directories(dir);
-  const std::string http = EnvOr("", "RANGEIO_BENCH_HTTP_URL");
-  const std::string straggler = EnvOr("", "RANGEIO_BENCH_HTTP_STRAGGLER_URL");
-  const std::string root = EnvOr("", "RANGEIO_TEST_NGINX_ROOT");
-  const bool have_http = !http.empty() && !root.empty();
-  // Ceph RGW (run_servers.sh with RANGEIO_TEST_RGW): the index is uploaded
-  // straight to RGW and read through its 24 ms relay, signed.
-  S3Options rgw;
-  rgw.endpoint = EnvOr("", "RANGEIO_TEST_RGW_ENDPOINT");
-  rgw.access_key_id = EnvOr("", "RANGEIO_TEST_RGW_ACCESS_KEY");
-  rgw.secret_access_key = EnvOr("", "RANGEIO_TEST_RGW_SECRET_KEY");
-  const std::string rgw_relay = EnvOr("", "RANGEIO_BENCH_RGW_ENDPOINT");
-  const std::string bucket = EnvOr("", "RANGEIO_TEST_S3_BUCKET");
-  const bool have_rgw = have_http && !rgw.endpoint.empty() &&
-                        !rgw_relay.empty() && !bucket.empty();
+  const Servers sv = FindServers();
   rep.config = {{"vectors", n},
                 {"dim", kDim},
                 {"queries", nq},
@@ -512,113 +566,12 @@ Result<Report> RunVindex(const BenchOptions& options) {
                 {"k", kK},
                 {"client_threads", kClientThreads},
                 {"omp_threads", omp_get_max_threads()},
-                {"http_url", http},
+                {"http_url", sv.http},
                 {"index_dir", dir}};
   Progress::Get().Phase("vindex: dataset and ground truth");
   const Dataset d = MakeDataset(n, nq);
-
   for (const std::string kind : {"flat", "pq"}) {
-    std::string file = "ivf-";
-    file.append(kind).append("-").append(std::to_string(n)).append(".index");
-    const std::string path = (fs::path(dir) / file).string();
-    RANGEIO_RETURN_NOT_OK(EnsureIndex(kind, d, path));
-    std::string url;
-    std::string rgw_url = "s3://";
-    rgw_url.append(bucket).append("/vindex-bench/").append(file);
-    if (have_http) {
-      fs::create_directories(root + "/vindex-bench");
-      std::string served = root;
-      served.append("/vindex-bench/").append(file);
-      if (!fs::exists(served) || fs::file_size(served) != fs::file_size(path)) {
-        fs::copy_file(path, served, fs::copy_options::overwrite_existing);
-      }
-      url = Beside(http, file);
-      if (have_rgw) {
-        RANGEIO_ASSIGN_OR_RETURN(const BenchObject o,
-                                 BenchObject::Resolve(rgw_url, rgw));
-        RANGEIO_RETURN_NOT_OK(o.Put(path));
-      }
-      RANGEIO_ASSIGN_OR_RETURN(const double dl, DownloadSeconds(url));
-      rep.lines.push_back("  " + kind + ": FAISS in memory first downloads " +
-                          std::to_string(fs::file_size(path) >> 20) +
-                          " MiB through the relay: " + std::to_string(dl) +
-                          " s");
-    }
-    std::unique_ptr<::faiss::Index> memory(::faiss::read_index(path.c_str()));
-    std::unique_ptr<::faiss::Index> mmapped(
-        ::faiss::read_index(path.c_str(), ::faiss::IO_FLAG_MMAP));
-    for (const int nprobe : {16, 64}) {
-      Context c{&d, kind, nprobe, nullptr, &rep};
-      SetNprobe(memory.get(), nprobe);
-      Progress::Get().Phase("vindex: " + kind + " nprobe " +
-                            std::to_string(nprobe) + " faiss-memory");
-      const Measured mem = Measure(memory.get(), d, nq);
-      RANGEIO_RETURN_NOT_OK(
-          AddRow(c, "faiss-memory", mem, "whole index in RAM"));
-      c.memory = &mem;
-      SetNprobe(mmapped.get(), nprobe);
-      for (const bool cold : {true, false}) {
-        Progress::Get().Phase("vindex: " + kind + " faiss-mmap");
-        Measured m = Measure(mmapped.get(), d, nq, [&] {
-          if (cold) DropCache(path);
-        });
-        RANGEIO_RETURN_NOT_OK(
-            AddRow(c, cold ? "faiss-mmap-cold" : "faiss-mmap-warm", m,
-                   "IO_FLAG_MMAP: OnDiskInvertedLists"));
-      }
-      integrations::IvfOpenOptions local;
-      RANGEIO_RETURN_NOT_OK(
-          RangeioRow(c, "rangeio-local-cold", path, local, nq, path));
-      RANGEIO_RETURN_NOT_OK(
-          RangeioRow(c, "rangeio-local-warm", path, local, nq, ""));
-      if (!have_http) continue;
-      // The seed's "before": one read per posting list, no coalescing, a
-      // chunk barrier of C (lists shared across threads, as in every row).
-      // With the planner a batch is a few dozen reads, often one chunk, so
-      // chunked + planner is its own row, not the baseline.
-      integrations::IvfOpenOptions chunked;
-      chunked.decorate = [](std::shared_ptr<Source> s) {
-        return WithChunkBarrier(std::move(s), kIoConcurrency);
-      };
-      chunked.max_read_bytes = 1;
-      RANGEIO_RETURN_NOT_OK(RangeioRow(c, "rangeio-http-chunked", url, chunked,
-                                       kHttpSingles, "", "per-list reads, "));
-      integrations::IvfOpenOptions per_list;
-      per_list.max_read_bytes = 1;
-      RANGEIO_RETURN_NOT_OK(RangeioRow(c, "rangeio-http-per-list", url,
-                                       per_list, kHttpSingles, "",
-                                       "per-list reads, "));
-      integrations::IvfOpenOptions chunked_planned = chunked;
-      chunked_planned.max_read_bytes = 0;  // the integration's plan
-      RANGEIO_RETURN_NOT_OK(RangeioRow(c, "rangeio-http-chunked-planned", url,
-                                       chunked_planned, kHttpSingles, ""));
-      RANGEIO_RETURN_NOT_OK(
-          RangeioRow(c, "rangeio-http", url, {}, kHttpSingles, ""));
-      if (have_rgw && nprobe == 16) {
-        integrations::IvfOpenOptions on_rgw;
-        on_rgw.source.s3 = rgw;
-        on_rgw.source.s3.endpoint = rgw_relay;
-        RANGEIO_RETURN_NOT_OK(RangeioRow(c, "rangeio-rgw", rgw_url, on_rgw,
-                                         kHttpSingles, "",
-                                         "Ceph RGW, signed, "));
-      }
-      if (!straggler.empty() && nprobe == 16) {
-        const std::string surl = Beside(straggler, file);
-        RANGEIO_RETURN_NOT_OK(RangeioRow(c, "rangeio-http-stragglers", surl, {},
-                                         kHttpSingles, ""));
-        integrations::IvfOpenOptions hedged;
-        hedged.reader.reader.hedge = ReaderOptions::Hedge::kAuto;
-        RANGEIO_RETURN_NOT_OK(RangeioRow(c, "rangeio-http-stragglers-hedge",
-                                         surl, hedged, kHttpSingles, ""));
-      }
-    }
-    double rtt = 0;
-    double slowest = 0;
-    if (have_http) {
-      RANGEIO_ASSIGN_OR_RETURN(rtt, RoundTripMs(url, 1));
-      RANGEIO_ASSIGN_OR_RETURN(slowest, RoundTripMs(url, 16));
-    }
-    Verdicts(&rep, kind, nq, rtt, slowest);
+    RANGEIO_RETURN_NOT_OK(RunKind(kind, d, dir, sv, &rep));
   }
   return rep;
 }

@@ -30,6 +30,38 @@ size_t DirectWrite(char* data, size_t size, size_t n, void* user) {
   return len;
 }
 
+// A GET's easy handle, made once per run: `target`'s URL, signing and TLS
+// settings, the body written into `g`'s buffer, HTTP/2 over TLS.
+void InitGet(const DirectTarget& target, DirectGet* g) {
+  g->easy = curl_easy_init();
+  curl_easy_setopt(g->easy, CURLOPT_URL, target.url.c_str());
+  curl_easy_setopt(g->easy, CURLOPT_WRITEFUNCTION, &DirectWrite);
+  curl_easy_setopt(g->easy, CURLOPT_WRITEDATA, g);
+  curl_easy_setopt(g->easy, CURLOPT_PRIVATE, g);
+  curl_easy_setopt(g->easy, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(g->easy, CURLOPT_PATH_AS_IS, 1L);
+  curl_easy_setopt(g->easy, CURLOPT_HTTP_VERSION,
+                   static_cast<long>(CURL_HTTP_VERSION_2TLS));
+  curl_easy_setopt(g->easy, CURLOPT_SSL_VERIFYPEER,
+                   target.verify_tls ? 1L : 0L);
+  curl_easy_setopt(g->easy, CURLOPT_SSL_VERIFYHOST,
+                   target.verify_tls ? 2L : 0L);
+  if (!target.ca_file.empty()) {
+    curl_easy_setopt(g->easy, CURLOPT_CAINFO, target.ca_file.c_str());
+  }
+  if (target.configure) target.configure(g->easy);
+}
+
+// The error of a GET that failed (`rc`), was not answered 206 (`status`)
+// or brought another length than its range's.
+Status GetError(const DirectGet& g, CURLcode rc, long status) {
+  return Status::IoError("direct GET bytes=" + g.range + ": " +
+                         (rc != CURLE_OK
+                              ? curl_easy_strerror(rc)
+                              : "HTTP " + std::to_string(status) + ", " +
+                                    std::to_string(g.received) + " bytes"));
+}
+
 }  // namespace
 
 DirectCurl::DirectCurl(uint32_t concurrency)
@@ -63,25 +95,7 @@ Status DirectCurl::Run(const DirectTarget& target,
     ++started_now;
     ++in_flight;
   };
-  for (DirectGet& g : gets) {
-    g.easy = curl_easy_init();
-    curl_easy_setopt(g.easy, CURLOPT_URL, target.url.c_str());
-    curl_easy_setopt(g.easy, CURLOPT_WRITEFUNCTION, &DirectWrite);
-    curl_easy_setopt(g.easy, CURLOPT_WRITEDATA, &g);
-    curl_easy_setopt(g.easy, CURLOPT_PRIVATE, &g);
-    curl_easy_setopt(g.easy, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(g.easy, CURLOPT_PATH_AS_IS, 1L);
-    curl_easy_setopt(g.easy, CURLOPT_HTTP_VERSION,
-                     static_cast<long>(CURL_HTTP_VERSION_2TLS));
-    curl_easy_setopt(g.easy, CURLOPT_SSL_VERIFYPEER,
-                     target.verify_tls ? 1L : 0L);
-    curl_easy_setopt(g.easy, CURLOPT_SSL_VERIFYHOST,
-                     target.verify_tls ? 2L : 0L);
-    if (!target.ca_file.empty()) {
-      curl_easy_setopt(g.easy, CURLOPT_CAINFO, target.ca_file.c_str());
-    }
-    if (target.configure) target.configure(g.easy);
-  }
+  for (DirectGet& g : gets) InitGet(target, &g);
   const auto t0 = std::chrono::steady_clock::now();
   for (DirectGet& g : gets) start(g);
   int running = 1;
@@ -99,11 +113,7 @@ Status DirectCurl::Run(const DirectTarget& target,
       curl_multi_remove_handle(multi_, g->easy);
       --in_flight;
       if (rc != CURLE_OK || status != 206 || g->received != g->expected) {
-        failure = Status::IoError(
-            "direct GET bytes=" + g->range + ": " +
-            (rc != CURLE_OK ? curl_easy_strerror(rc)
-                            : "HTTP " + std::to_string(status) + ", " +
-                                  std::to_string(g->received) + " bytes"));
+        failure = GetError(*g, rc, status);
         break;
       }
       f->latency.Record(static_cast<uint64_t>(
