@@ -32,8 +32,9 @@
 // unaligned (in a read it shares) is copied once (aligned_copies).
 //
 // Memory: every list held (read ahead and not yet scanned, or pinned by a
-// scan) holds the limiter's response budget (Options::response_budget_bytes
-// and _count), so the budget bounds the lists' memory whatever the batch.
+// scan) holds the limiter's response budget (LimiterOptions::
+// response_budget_bytes and _count), so the budget bounds the lists'
+// memory whatever the batch.
 // When a thread waits for a list that cannot be admitted because the budget
 // is all held by lists read ahead (Limiter::Stalled), it evicts such lists
 // (not pinned ones); they are read again, with priority, when scanned. A
