@@ -41,26 +41,33 @@ Status ByteRange::CheckWithin(uint64_t size, std::string_view source) const {
 
 namespace {
 
+// "range I [a, b) of 'x': " for a range that failed its check; only then
+// built (the check runs for every range of every request).
+std::string Context(const ByteRange& r, std::optional<size_t> index,
+                    std::string_view source, bool with_bounds) {
+  std::string s = "range ";
+  if (index) s += std::to_string(*index) + " ";
+  s += with_bounds ? r.ToString()
+                   : "(offset " + std::to_string(r.offset) + ", length " +
+                         std::to_string(r.length) + ")";
+  return s + " of '" + std::string(source) + "': ";
+}
+
 // One range's check; `index` (when set) names it within its request.
 Status CheckOne(const ByteRange& r, std::optional<size_t> index, uint64_t size,
                 std::string_view source) {
-  const std::string what =
-      "range " + (index ? std::to_string(*index) + " " : std::string());
-  const std::string of = " of '" + std::string(source) + "': ";
   if (r.length > UINT64_MAX - r.offset) {
-    return Status::InvalidArgument(what + "(offset " +
-                                   std::to_string(r.offset) + ", length " +
-                                   std::to_string(r.length) + ")" + of +
+    return Status::InvalidArgument(Context(r, index, source, false) +
                                    "offset + length overflows 64 bits");
   }
   if (r.end() > size) {
-    return Status::OutOfRange(what + r.ToString() + of + "ends past its size " +
-                              std::to_string(size));
+    return Status::OutOfRange(Context(r, index, source, true) +
+                              "ends past its size " + std::to_string(size));
   }
   const uint64_t max_bytes = detail::MaxBufferBytes();
   if (r.length > max_bytes) {
     return Status::ResourceExhausted(
-        what + r.ToString() + of + "is " + std::to_string(r.length) +
+        Context(r, index, source, true) + "is " + std::to_string(r.length) +
         " bytes, more than one buffer can hold on this machine (" +
         std::to_string(max_bytes) +
         " bytes, its physical memory): split it into smaller ranges");
