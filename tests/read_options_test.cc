@@ -243,6 +243,12 @@ TEST(PushTest, ADroppedStreamFreesWhatItHeld) {
       ASSERT_TRUE(pushed.WaitForEnd());
       EXPECT_TRUE(pushed.end().ok()) << pushed.end().ToString();
     }
+    // The backend's thread may still be returning from on_end: wait for it
+    // (a cycle would keep both forever).
+    for (int i = 0; i < 10'000 && !(source.expired() && limiter.expired());
+         ++i) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
     EXPECT_TRUE(source.expired());
     EXPECT_TRUE(limiter.expired());
   }
