@@ -63,6 +63,7 @@ void LimiterCore::Extend(const std::shared_ptr<PermitClient>& c,
   }
   c->queued_ = true;
   queue_.push_back(c);
+  if (c->high_priority_.load(std::memory_order_relaxed)) ++high_queued_;
   stats_.waiting_streams = queue_.size();
   PumpAndUnlock();
 }
@@ -74,8 +75,14 @@ void LimiterCore::Withdraw(PermitClient* c) {
   c->queued_ = false;
   auto it = std::find_if(queue_.begin(), queue_.end(),
                          [c](const auto& q) { return q.get() == c; });
-  if (it != queue_.end()) queue_.erase(it);
+  if (it != queue_.end()) EraseLocked(it);
   stats_.waiting_streams = queue_.size();
+}
+
+void LimiterCore::EraseLocked(
+    std::deque<std::shared_ptr<PermitClient>>::iterator it) {
+  if ((*it)->high_priority_.load(std::memory_order_relaxed)) --high_queued_;
+  queue_.erase(it);
 }
 
 // A read that completed inside this thread's own pump of this limiter hands
@@ -139,8 +146,9 @@ LimiterCore::NextClientLocked() {
   auto best = queue_.begin();
   if (queue_.size() == 1) return best;
   // A high-priority client (a read its caller blocks on) goes before all
-  // others; several go round-robin among themselves.
-  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+  // others; several go round-robin among themselves. The count spares the
+  // scan when there is none, as there mostly is not.
+  for (auto it = queue_.begin(); high_queued_ > 0 && it != queue_.end(); ++it) {
     if ((*it)->high_priority_.load(std::memory_order_relaxed)) return it;
   }
   uint64_t least = (*best)->UndeliveredLocked();
@@ -204,7 +212,7 @@ bool LimiterCore::AdmitOneLocked(std::vector<Grant>& grants, bool* pass_full) {
   PermitClient* c = it->get();
   if (c->paused_.load(std::memory_order_acquire)) {
     c->queued_ = false;  // until it extends again
-    queue_.erase(it);
+    EraseLocked(it);
     stats_.waiting_streams = queue_.size();
     return true;
   }
@@ -227,7 +235,7 @@ bool LimiterCore::AdmitOneLocked(std::vector<Grant>& grants, bool* pass_full) {
       grants.back().n >= c->pass_limit_.load(std::memory_order_relaxed);
   if (c->next_ >= c->stop_) {
     c->queued_ = false;
-    queue_.erase(it);
+    EraseLocked(it);
   } else if (queue_.size() > 1) {
     std::shared_ptr<PermitClient> moved = std::move(*it);
     queue_.erase(it);

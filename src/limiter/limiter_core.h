@@ -172,6 +172,9 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
   std::shared_ptr<LimiterCore> ReleaseResponsesLocked(uint64_t n,
                                                       uint64_t bytes)
       REQUIRES(mu_);
+  // Takes a client out of queue_.
+  void EraseLocked(std::deque<std::shared_ptr<PermitClient>>::iterator it)
+      REQUIRES(mu_);
   std::deque<std::shared_ptr<PermitClient>>::iterator NextClientLocked()
       REQUIRES(mu_);
   bool Fits(uint64_t cost) const REQUIRES(mu_);
@@ -192,6 +195,7 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
   uint64_t hedges_ GUARDED_BY(mu_) = 0;  // hedge reserve permits taken
   uint64_t hedge_bytes_ GUARDED_BY(mu_) = 0;
   std::deque<std::shared_ptr<PermitClient>> queue_ GUARDED_BY(mu_);
+  size_t high_queued_ GUARDED_BY(mu_) = 0;  // high-priority clients in queue_
   uint64_t in_flight_ GUARDED_BY(mu_) = 0;
   uint64_t retained_count_ GUARDED_BY(mu_) = 0;
   uint64_t retained_bytes_ GUARDED_BY(mu_) = 0;
