@@ -21,6 +21,35 @@
 namespace rangeio::detail {
 namespace {
 
+// Grants the right to poll to one thread per core across every pool of the
+// process: with many files open, more pollers than cores only take the
+// cores from threads that have work.
+class PollSlot {
+ public:
+  PollSlot()
+      : held_(Pollers().fetch_add(1, std::memory_order_relaxed) < Cores()) {
+    if (!held_) Pollers().fetch_sub(1, std::memory_order_relaxed);
+  }
+  PollSlot(const PollSlot&) = delete;
+  PollSlot& operator=(const PollSlot&) = delete;
+  ~PollSlot() {
+    if (held_) Pollers().fetch_sub(1, std::memory_order_relaxed);
+  }
+  bool held() const { return held_; }
+
+ private:
+  static std::atomic<unsigned>& Pollers() {
+    static std::atomic<unsigned> pollers{0};
+    return pollers;
+  }
+  static unsigned Cores() {
+    static const unsigned cores =
+        std::max(1U, std::thread::hardware_concurrency());
+    return cores;
+  }
+  const bool held_;
+};
+
 // Workers are started on demand up to `max_threads`. A worker that runs out
 // of tasks polls (yielding its core) for a while before it sleeps: on a VM a
 // futex sleep and wake-up costs several microseconds, more than a cached
@@ -170,13 +199,15 @@ class PreadPool : public std::enable_shared_from_this<PreadPool> {
   void Work() EXCLUDES(mu_) {
     MutexLock lk(mu_);
     for (;;) {
-      ++polling_;
-      for (int i = 0; queue_.empty() && !stop_ && i < kPolls; ++i) {
-        lk.Unlock();
-        std::this_thread::yield();
-        lk.Lock();
+      if (const PollSlot slot; slot.held()) {
+        ++polling_;
+        for (int i = 0; queue_.empty() && !stop_ && i < kPolls; ++i) {
+          lk.Unlock();
+          std::this_thread::yield();
+          lk.Lock();
+        }
+        --polling_;
       }
-      --polling_;
       while (queue_.empty() && !stop_) {
         ++sleeping_;
         cv_.Wait(lk);
@@ -208,7 +239,7 @@ class PreadPool : public std::enable_shared_from_this<PreadPool> {
     } close_own;
     MutexLock lk(hit_mu_, MutexLock::Spin::kYes);
     for (;;) {
-      if (hits_.empty() && !hit_stop_) {
+      if (const PollSlot slot; slot.held() && hits_.empty() && !hit_stop_) {
         // Polls the queue's length, not the lock, so that a thread queueing
         // a read never waits for it.
         ++hit_polling_;
