@@ -6,6 +6,7 @@ binding that kept the GIL while a read waits would let only one thread's
 read in at a time: these tests would fail, not pass slowly.
 """
 
+import gc
 import threading
 
 import pytest
@@ -129,6 +130,25 @@ def test_read_async_futures():
         batched.read(-1, 1)
     with pytest.raises(ValueError):
         batched.read(0, 1, source=3)
+
+
+def test_read_async_result_dropped_returns_its_budget():
+    # Once Python drops a future and its view, nothing of rangeio (the
+    # resolver thread included, while it waits for the next completion)
+    # holds the result: its bytes go back to the budget for the next read.
+    from test_reader import wait_until
+    mib = 1 << 20
+    source = rangeio_testing.simulated_source(8 * mib, latency_ms=1)
+    reader = rangeio.open(source, response_budget_bytes=8 * mib,
+                          response_stall_timeout_ms=1000)
+    batched = rangeio.BatchedReader(reader)
+    future = batched.read_async(0, 6 * mib)
+    assert bytes(future.result(timeout=30)[:10]) == expected(0, 10)
+    del future
+    gc.collect()
+    assert wait_until(lambda: reader.limiter.stats()["retained_bytes"] == 0)
+    view = reader.read(mib, 6 * mib)  # BudgetError if the first is held
+    assert bytes(view[:10]) == expected(mib, 10)
 
 
 def test_read_async_from_many_threads_over_two_sources(pattern_file):
