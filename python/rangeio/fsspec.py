@@ -9,11 +9,14 @@ Paths are anything rangeio.open takes (s3://, http(s)://, file://, plain
 paths), optionally prefixed with "rangeio://". Every read of the filesystem
 goes through one Limiter, shared by the readers of all its paths; options
 are those of rangeio.open (reader and source keys with "_"). cat_ranges
-issues all the ranges of a call at once, one read_ranges stream per object.
+opens the objects it has not seen at once, then issues all the ranges of the
+call together and takes them as they complete, whatever the object; a
+range's error (on_error="return") reaches that range alone.
 fsspec's API returns bytes, so results are copied once out of rangeio's
 buffers; use rangeio.open for zero-copy memoryviews.
 """
 
+import concurrent.futures
 import threading
 
 import fsspec
@@ -22,6 +25,8 @@ from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 import rangeio
 
 _PREFIX = "rangeio://"
+# Objects opened at once by one cat_ranges call.
+_OPEN_THREADS = 32
 
 
 class RangeioFileSystem(AbstractFileSystem):
@@ -88,6 +93,27 @@ class RangeioFileSystem(AbstractFileSystem):
         offset, length = self._range(path, start, end)
         return bytes(self.reader(path).read(offset, length))
 
+    def _open_readers(self, paths):
+        """Opens the readers of `paths` not open yet, at once (each open asks
+        its object's size: a round trip); {path: exception} of failures."""
+        with self._lock:
+            missing = [p for p in dict.fromkeys(paths) if p not in self._readers]
+        failed = {}
+        if len(missing) < 2:
+            for p in missing:
+                try:
+                    self.reader(p)
+                except Exception as err:  # noqa: BLE001 (fsspec's on_error)
+                    failed[p] = err
+            return failed
+        workers = min(len(missing), _OPEN_THREADS)
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            opened = {p: pool.submit(self.reader, p) for p in missing}
+        for p, future in opened.items():
+            if future.exception() is not None:
+                failed[p] = future.exception()
+        return failed
+
     def cat_ranges(self, paths, starts, ends, max_gap=None, on_error="return",
                    **kwargs):
         if not isinstance(paths, list):
@@ -97,33 +123,29 @@ class RangeioFileSystem(AbstractFileSystem):
         ends = ends if isinstance(ends, list) else [ends] * n
         if len(starts) != n or len(ends) != n:
             raise ValueError("paths, starts and ends differ in length")
+        paths = [self._strip_protocol(p) for p in paths]
+        failed = self._open_readers(paths)
         out = [None] * n
         by_path = {}
         for i, (p, s, e) in enumerate(zip(paths, starts, ends)):
             try:
-                r = self._range(p, s, e)
-                by_path.setdefault(self._strip_protocol(p), []).append((i, r))
+                if p in failed:
+                    raise failed[p]
+                by_path.setdefault(p, []).append((i, self._range(p, s, e)))
             except Exception as err:  # noqa: BLE001 (fsspec's on_error)
                 if on_error != "return":
                     raise
                 out[i] = err
-        # Start every object's stream first, then drain them: all objects'
-        # reads are in flight together, bounded by the shared Limiter.
-        streams = []
-        for path, items in by_path.items():
-            ranges = [r for _, r in items]
-            streams.append((path, items,
-                            self.reader(path).read_ranges(ranges)))
-        for path, items, stream in streams:
-            try:
-                for k, view in stream:
-                    out[items[k][0]] = bytes(view)
-            except Exception as err:  # noqa: BLE001
-                if on_error != "return":
-                    raise
-                for i, _ in items:
-                    if out[i] is None:
-                        out[i] = err
+        # Every object's reads at once, bounded by the shared Limiter, taken
+        # in completion order across objects: none waits behind another.
+        items = list(by_path.items())
+        results = rangeio._rangeio._cat_ranges(
+            [(self.reader(p), [r for _, r in rs]) for p, rs in items])
+        flat = (i for _, rs in items for i, _ in rs)
+        for i, value in zip(flat, results):
+            if isinstance(value, BaseException) and on_error != "return":
+                raise value
+            out[i] = value
         return out
 
     def _open(self, path, mode="rb", block_size="default", autocommit=True,

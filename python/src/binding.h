@@ -114,5 +114,6 @@ py::dict StatsDict(const Stats& stats);
 void BindErrors(py::module_& m);
 void BindReader(py::module_& m);
 void BindBatch(py::module_& m);
+void BindCat(py::module_& m);
 
 }  // namespace rangeio::python

@@ -7,4 +7,5 @@ PYBIND11_MODULE(_rangeio, m) {
   rangeio::python::BindErrors(m);
   rangeio::python::BindReader(m);
   rangeio::python::BindBatch(m);
+  rangeio::python::BindCat(m);
 }
