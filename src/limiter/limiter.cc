@@ -80,7 +80,7 @@ void LimiterCore::Withdraw(PermitClient* c) {
 }
 
 void LimiterCore::EraseLocked(
-    std::deque<std::shared_ptr<PermitClient>>::iterator it) {
+    const std::deque<std::shared_ptr<PermitClient>>::iterator& it) {
   if ((*it)->high_priority_.load(std::memory_order_relaxed)) --high_queued_;
   queue_.erase(it);
 }

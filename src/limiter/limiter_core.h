@@ -173,7 +173,8 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
                                                       uint64_t bytes)
       REQUIRES(mu_);
   // Takes a client out of queue_.
-  void EraseLocked(std::deque<std::shared_ptr<PermitClient>>::iterator it)
+  void EraseLocked(
+      const std::deque<std::shared_ptr<PermitClient>>::iterator& it)
       REQUIRES(mu_);
   std::deque<std::shared_ptr<PermitClient>>::iterator NextClientLocked()
       REQUIRES(mu_);
