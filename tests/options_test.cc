@@ -182,7 +182,8 @@ TEST(OptionsTest, ParseByteSuffixes) {
   };
   for (const Case& c : {Case{"64MiB", 64ull << 20}, Case{"1KiB", 1024},
                         Case{"3GiB", 3ull << 30}, Case{"4096", 4096},
-                        Case{"1024GiB", 1ull << 40}}) {
+                        Case{"1024GiB", 1ull << 40}, Case{"1TiB", 1ull << 40},
+                        Case{"1T", 1ull << 40}}) {
     auto o = Options::Parse(
         std::map<std::string, std::string>{{"response-budget-bytes", c.text}});
     ASSERT_TRUE(o.ok()) << c.text << ": " << o.status().ToString();
@@ -263,6 +264,7 @@ TEST(OptionsTest, ParseRejectsInvalidValuesNamingKeyValueAndRange) {
       {"response-budget-count", "many", {"1048576"}},
       {"response-budget-bytes", "0", {}},
       {"response-budget-bytes", "1025GiB", {}},
+      {"response-budget-bytes", "2TiB", {}},
       {"response-budget-bytes", "64XB", {}},
       {"response-budget-bytes", "-64MiB", {}},
       {"response-stall-timeout-ms", "0", {"86400000"}},

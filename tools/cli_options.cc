@@ -8,10 +8,39 @@
 
 namespace rangeio::cli {
 
-Result<CliOptions> ParseCliOptions(const std::vector<std::string>& items,
+namespace {
+
+bool IsOptionKey(std::string_view key) {
+  return Options::IsKey(key) || SourceOptions::IsKey(key);
+}
+
+// Splits "a=1,b=2" where a comma is followed by a known key and '='.
+std::vector<std::string> SplitItems(const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  for (const std::string& item : items) {
+    const std::string_view text = item;
+    size_t begin = 0;
+    for (size_t comma = item.find(','); comma != std::string::npos;
+         comma = item.find(',', comma + 1)) {
+      const size_t eq = item.find('=', comma + 1);
+      if (eq == std::string::npos) break;
+      if (!IsOptionKey(text.substr(comma + 1, eq - comma - 1))) {
+        continue;
+      }
+      out.push_back(item.substr(begin, comma - begin));
+      begin = comma + 1;
+    }
+    out.push_back(item.substr(begin));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<CliOptions> ParseCliOptions(const std::vector<std::string>& given,
                                    SourceOptions base) {
   std::map<std::string, std::string> kv;
-  for (const std::string& item : items) {
+  for (const std::string& item : SplitItems(given)) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0) {
       return Status::InvalidArgument("option '" + item + "' is not key=value");
@@ -42,11 +71,13 @@ Result<uint64_t> ParseByteSize(const std::string& what,
   if (suffix == "K" || suffix == "KiB") shift = 10;
   if (suffix == "M" || suffix == "MiB") shift = 20;
   if (suffix == "G" || suffix == "GiB") shift = 30;
+  if (suffix == "T" || suffix == "TiB") shift = 40;
   if (number.empty() || ec != std::errc() || shift < 0 ||
       n > (UINT64_MAX >> shift)) {
-    return Status::InvalidArgument(what + " '" + text +
-                                   "' is not a size: want e.g. 4096, 64KiB, "
-                                   "1MiB (suffix K, KiB, M, MiB, G, GiB)");
+    return Status::InvalidArgument(
+        what + " '" + text +
+        "' is not a size: want e.g. 4096, 64KiB, "
+        "1MiB (suffix K, KiB, M, MiB, G, GiB, T, TiB)");
   }
   return n << shift;
 }

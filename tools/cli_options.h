@@ -18,14 +18,16 @@ struct CliOptions {
   SourceOptions source;
 };
 
-// Each item is one "key=value" (the value may hold commas and '='); a key
-// given twice, an item without '=', an unknown key or a bad value is
+// Each item is "key=value", or several in Options::Parse's comma form
+// ("hedge=1ms,hedge-budget=0.5"): a comma followed by a known key and '='
+// starts the next, so a value may still hold commas and '='. A key given
+// twice, an item without '=', an unknown key or a bad value is
 // InvalidArgument naming it. `source` starts from `base`.
-Result<CliOptions> ParseCliOptions(const std::vector<std::string>& items,
+Result<CliOptions> ParseCliOptions(const std::vector<std::string>& given,
                                    SourceOptions base = {});
 
-// "100KiB", "1M", "4096" (binary suffixes K, KiB, M, MiB, G, GiB) for the
-// size flags; InvalidArgument naming `what` and the text otherwise.
+// "100KiB", "1M", "4096" (binary suffixes K, KiB, M, MiB, G, GiB, T, TiB)
+// for the size flags; InvalidArgument naming `what` and the text otherwise.
 Result<uint64_t> ParseByteSize(const std::string& what,
                                const std::string& text);
 

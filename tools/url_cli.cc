@@ -16,7 +16,7 @@ CLI::App* AddUrlCommand(CLI::App* parent, UrlCli* cli) {
       "path), like fio for disks or warp for S3");
   url->add_option("url", uo.url, "The object to read")->required();
   url->add_option("--block", cli->block,
-                  "Bytes per read (suffix K, KiB, M, MiB, G, GiB)")
+                  "Bytes per read (suffix K, KiB, M, MiB, G, GiB, T, TiB)")
       ->capture_default_str();
   url->add_option("--concurrency", uo.concurrency, "Reads in flight")
       ->capture_default_str();

@@ -33,9 +33,9 @@ struct RANGEIO_EXPORT SourceOptions {
   // Applies one option by key (the struct's field names with '-' and a unit
   // suffix: "connect-timeout-ms", "size-hint", "endpoint", "local-engine",
   // ...; docs/options.md lists them all). Durations are whole milliseconds,
-  // sizes take a suffix (K, KiB, M, MiB, G, GiB), booleans are true/false.
-  // InvalidArgument naming the key and the value (never the value of a
-  // credential key) for an unknown key or a bad value.
+  // sizes take a suffix (K, KiB, M, MiB, G, GiB, T, TiB), booleans are
+  // true/false. InvalidArgument naming the key and the value (never the value
+  // of a credential key) for an unknown key or a bad value.
   Status Set(std::string_view key, std::string_view value);
   // True when `key` is one Set accepts: lets a caller route a mixed list of
   // key=value pairs between SourceOptions and Options.

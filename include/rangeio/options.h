@@ -114,7 +114,7 @@ struct RANGEIO_EXPORT Options {
 
   // Starts from the defaults and applies each key=value; rejects unknown
   // keys, a key given twice (by its name and its alias) and invalid values.
-  // Byte sizes take a suffix (K, KiB, M, MiB, G, GiB).
+  // Byte sizes take a suffix (K, KiB, M, MiB, G, GiB, T, TiB).
   static Result<Options> Parse(const std::map<std::string, std::string>& kv);
   // Same, from "key=value,key=value" (the CLI's -o form).
   static Result<Options> Parse(std::string_view text);

@@ -122,7 +122,7 @@ Status SetHttp(std::string_view key, std::string_view value, HttpOptions* h) {
   if (!ParseBytes(value, &n)) {
     return Invalid(key, value,
                    "want the object's size in bytes (suffix K, KiB, M, MiB, "
-                   "G, GiB allowed)");
+                   "G, GiB, T, TiB allowed)");
   }
   h->size_hint = n;
   return Status::OK();

@@ -49,7 +49,8 @@ inline bool EqualsNoCase(std::string_view s, std::string_view lower) {
   return s.size() == lower.size() && StartsWithNoCase(s, lower);
 }
 
-// "64", "64K", "64KiB", "1M", "1MiB", "2G", "2GiB" (binary multiples).
+// "64", "64K", "64KiB", "1M", "1MiB", "2G", "2GiB", "1T", "1TiB" (binary
+// multiples).
 inline bool ParseBytes(std::string_view s, uint64_t* out) {
   size_t digits = 0;
   while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9') ++digits;
@@ -65,6 +66,8 @@ inline bool ParseBytes(std::string_view s, uint64_t* out) {
     shift = 20;
   } else if (suffix == "G" || suffix == "GiB") {
     shift = 30;
+  } else if (suffix == "T" || suffix == "TiB") {
+    shift = 40;
   } else {
     return false;
   }

@@ -253,6 +253,43 @@ TEST(CliCatTest, LocalFileByPathAndUrl) {
   std::filesystem::remove_all(dir);
 }
 
+// `-o` takes Options::Parse's comma form as well as one key per flag, and
+// the sizes 1 TiB is documented to allow; a comma before a word that is no
+// key stays part of the value, which is then refused by name.
+TEST(CliCatTest, OptionsInTheCommaFormAndTebibytes) {
+  const std::string dir = ::testing::TempDir() + "rangeio_cli_comma";
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/pattern.bin";
+  {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    const std::string all = PatternBytes({0, kPatternBytes});
+    std::fwrite(all.data(), 1, all.size(), f);
+    std::fclose(f);
+  }
+  for (const std::vector<std::string>& opts :
+       {std::vector<std::string>{"-o", "read-thread-num=4,planner=none"},
+        std::vector<std::string>{"-o", "hedge=1ms,hedge-budget=0.5", "-o",
+                                 "response-budget-bytes=1TiB"},
+        std::vector<std::string>{"-o", "response-budget-bytes=1T"}}) {
+    std::vector<std::string> args = CatArgs(path);
+    args.insert(args.end(), opts.begin(), opts.end());
+    const CliRun r = RunCli(args);
+    EXPECT_EQ(r.exit_code, 0) << opts[1] << ": " << r.err;
+    EXPECT_TRUE(r.out == Expected()) << opts[1] << ": bytes differ";
+  }
+  std::vector<std::string> bad = CatArgs(path);
+  bad.insert(bad.end(), {"-o", "read-thread-num=4,bogus=1"});
+  const CliRun r = RunCli(bad);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("read-thread-num"));
+  EXPECT_THAT(r.err, HasSubstr("4,bogus=1"));
+  std::vector<std::string> twice = CatArgs(path);
+  twice.insert(twice.end(), {"-o", "planner=none,planner=local"});
+  EXPECT_EQ(RunCli(twice).exit_code, 1) << "a key given twice is refused";
+  std::filesystem::remove_all(dir);
+}
+
 // The product's `bench url` is the load generator alone: one row, every
 // byte read once with --reads; the lab's rows (--compare) and scenarios are
 // rangeio-bench's, and asking the CLI for them says where they went.
