@@ -7,14 +7,17 @@
 // fault-proxy listeners that inject 503 SlowDown, resets, truncations and
 // stalls at a few percent. Each stream is drained, cancelled midway or
 // dropped while its caller holds slices. Every delivered byte is checked
-// against the objects' known content (SimulatedByteAt).
+// against the objects' known content (SimulatedByteAt). Beside them, with
+// FAISS, one thread runs reconstruct_n over every vector and a search on an
+// IVF index read through integrations/faiss (bench_soak_faiss.h).
 //
 // Verdicts: zero wrong bytes; no stream failed with anything but a fault
-// that outlasted its retries; at the end the limiter has 0 in flight and 0
-// retained, the process has the file descriptors it had at the start, and
-// peak RSS stayed within the bound below. RSS and the allocator's in-use
-// bytes (mallinfo2) are both reported: RSS creeping while in-use bytes stay
-// flat is the allocator keeping freed pages, not a leak.
+// that outlasted its retries; FAISS's answers equal FAISS's in memory; at
+// the end the limiter has 0 in flight and 0 retained, the process has the
+// file descriptors it had at the start, and peak RSS stayed within the
+// bound below. RSS and the allocator's in-use bytes (mallinfo2) are both
+// reported: RSS creeping while in-use bytes stay flat is the allocator
+// keeping freed pages, not a leak.
 #include <curl/curl.h>
 #include <dirent.h>
 #include <malloc.h>
@@ -34,6 +37,7 @@
 #include <vector>
 
 #include "bench_scenarios.h"
+#include "bench_soak_faiss.h"
 #include "rangeio/rangeio.h"
 
 namespace rangeio::bench {
@@ -337,15 +341,17 @@ Status OpenObjects(const std::string& path, const Options& o,
   return Status::OK();
 }
 
-// kThreads workers on the objects for `seconds`; returns the time they
-// took, in ms, to all return.
+// kThreads workers on the objects and the FAISS loop (bench_soak_faiss.h)
+// for `seconds`; returns the time they took, in ms, to all return.
 double RunWorkers(int seconds, const Objects& objects, Totals* t,
-                  std::string* first_unexpected) {
+                  std::string* first_unexpected, FaissSoakTotals* faiss,
+                  const std::string& dir) {
   std::atomic<bool> noted{false};
   const auto t0 = std::chrono::steady_clock::now();
   const auto until = t0 + std::chrono::seconds(seconds);
   std::vector<std::thread> threads;
-  threads.reserve(kThreads);
+  threads.reserve(kThreads + 1);
+  threads.emplace_back(RunFaissSoak, dir, until, faiss);
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back(Worker, i, std::cref(objects.readers),
                          std::cref(objects.sizes), until, t, first_unexpected,
@@ -401,8 +407,8 @@ nlohmann::json SoakConfig(int seconds,
 }
 
 // The one row: what the streams did, and the resources at start and end.
-Row SoakRow(double elapsed_ms, const Totals& t, const Start& start,
-            const End& end) {
+Row SoakRow(double elapsed_ms, const Totals& t, const FaissSoakTotals& f,
+            const Start& start, const End& end) {
   const Stats& s = end.limiter;
   Row row{"soak",
           {elapsed_ms},
@@ -431,15 +437,18 @@ Row SoakRow(double elapsed_ms, const Totals& t, const Start& start,
                {"rss_peak_mib", mib(end.rss_peak)},
                {"rss_bound_mib", mib(end.rss_bound)},
                {"heap_start_mib", mib(start.heap)},
-               {"heap_end_mib", mib(end.heap)}};
+               {"heap_end_mib", mib(end.heap)},
+               {"faiss_rounds", f.rounds.load()},
+               {"faiss_mismatches", f.mismatches.load()},
+               {"faiss_errors", f.errors.load()}};
   return row;
 }
 
 // The verdicts: nothing lost, nothing leaked (the fds listed are those open
 // now that were not at the start), nothing left in flight.
 void AddVerdicts(const Totals& t, const std::string& first_unexpected,
-                 const Start& start, const End& end, size_t objects,
-                 Report* rep) {
+                 const FaissSoakTotals& f, const Start& start, const End& end,
+                 size_t objects, Report* rep) {
   const Stats& s = end.limiter;
   rep->AddVerdict(t.wrong == 0, "zero wrong bytes");
   rep->AddVerdict(
@@ -456,6 +465,15 @@ void AddVerdicts(const Totals& t, const std::string& first_unexpected,
                       (new_fds.empty() ? "" : "; new: " + new_fds));
   rep->AddVerdict(end.rss_peak <= end.rss_bound,
                   "peak RSS within start + 3 x budget + 64 MiB");
+  if (FaissSoakAvailable()) {
+    rep->AddVerdict(
+        f.rounds > 0 && f.mismatches == 0 && f.errors == 0,
+        "FAISS reconstruct_n and search through rangeio equal FAISS in "
+        "memory, and its limiter ends empty" +
+            (f.first_error.empty() ? "" : " (first: " + f.first_error + ")"));
+  } else {
+    rep->AddSkipped("FAISS reconstruct_n", "built without libfaiss-dev");
+  }
   if (objects == 1) {
     rep->AddSkipped("nginx and s3rver",
                     "no test servers (tests/servers/run_servers.sh start)");
@@ -468,8 +486,8 @@ Result<Report> RunSoak(const BenchOptions& options) {
   const int seconds = options.soak_seconds;
   const Start start = TakeStart();
   const char* tmp = std::getenv("TMPDIR");
-  const std::string path =
-      std::string(tmp != nullptr ? tmp : "/tmp") + "/rangeio-soak.bin";
+  const std::string dir = tmp != nullptr ? tmp : "/tmp";
+  const std::string path = dir + "/rangeio-soak.bin";
   RANGEIO_RETURN_NOT_OK(WriteLocalFile(path));
 
   Options o;  // the defaults: C = 64, 128 responses, 64 MiB
@@ -479,8 +497,10 @@ Result<Report> RunSoak(const BenchOptions& options) {
   RANGEIO_RETURN_NOT_OK(OpenObjects(path, o, limiter, control, &objects));
 
   Totals t;
+  FaissSoakTotals faiss;
   std::string first_unexpected;
-  const double elapsed_ms = RunWorkers(seconds, objects, &t, &first_unexpected);
+  const double elapsed_ms =
+      RunWorkers(seconds, objects, &t, &first_unexpected, &faiss, dir);
   // Every stream is gone: what is still in flight must come back.
   End end;
   end.limiter = AwaitIdle(*limiter);
@@ -498,8 +518,9 @@ Result<Report> RunSoak(const BenchOptions& options) {
   Report rep;
   rep.scenario = "soak";
   rep.config = SoakConfig(seconds, objects.names);
-  rep.rows.push_back(SoakRow(elapsed_ms, t, start, end));
-  AddVerdicts(t, first_unexpected, start, end, objects.names.size(), &rep);
+  rep.rows.push_back(SoakRow(elapsed_ms, t, faiss, start, end));
+  AddVerdicts(t, first_unexpected, faiss, start, end, objects.names.size(),
+              &rep);
   return rep;
 }
 
