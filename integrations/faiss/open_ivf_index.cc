@@ -20,20 +20,24 @@ namespace rangeio::integrations {
 namespace {
 
 // Header bytes fetched per read: 1 MiB covers the quantizer of 1,024 x 128
-// floats (512 KiB) and the codebooks in one round trip.
+// floats (512 KiB) and the codebooks in one round trip. Never more than the
+// response budget, but at least a 4 KiB page: the limiter admits a read
+// above the budget alone, and a smaller window would be a read per field.
 constexpr uint64_t kHeaderWindow = 1 << 20;
+constexpr uint64_t kMinHeaderWindow = 4 << 10;
 
 // FAISS's reader interface over a rangeio Reader, read front to back
-// through a window. The list data of an "ilar" index is skipped by the
-// hook below, which files the lists' extents here.
+// through a window, one window held at a time (released before the next is
+// read), so any response budget the options accept makes progress. The
+// list data of an "ilar" index is skipped by the hook below, which files
+// the lists' extents here.
 class RangeIOReader final : public ::faiss::IOReader {
  public:
-  // Windows stay within the response budget, which bounds every read.
   RangeIOReader(const Reader& reader, uint64_t size)
       : reader_(reader),
         size_(size),
-        window_max_(std::min(kHeaderWindow,
-                             reader.limiter()->response_budget_bytes())) {
+        window_max_(std::clamp(reader.limiter()->response_budget_bytes(),
+                               kMinHeaderWindow, kHeaderWindow)) {
     name = reader.source()->name();
   }
 
@@ -45,7 +49,7 @@ class RangeIOReader final : public ::faiss::IOReader {
     auto* out = static_cast<std::byte*>(ptr);
     while (want > 0) {
       if (pos_ < window_at_ || pos_ >= window_at_ + window_.size()) {
-        if (!Fill(want)) return 0;
+        if (!Fill()) return 0;
       }
       const uint64_t from = pos_ - window_at_;
       const uint64_t k = std::min<uint64_t>(want, window_.size() - from);
@@ -67,10 +71,10 @@ class RangeIOReader final : public ::faiss::IOReader {
   uint64_t lists_end = 0;
 
  private:
-  bool Fill(uint64_t want) {
-    const uint64_t len =
-        std::min({size_ - pos_, std::max<uint64_t>(want, window_max_)});
-    Result<Slice> got = reader_.Read({pos_, len});
+  bool Fill() {
+    window_.Reset();  // its budget first: the next read may need all of it
+    Result<Slice> got =
+        reader_.Read({pos_, std::min(size_ - pos_, window_max_)});
     if (!got.ok()) {
       error_ = got.status();
       return false;
