@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <string>
 
 #include "rangeio_faiss/range_inverted_lists.h"
 
@@ -43,6 +45,29 @@ class RangeIOReader final : public ::faiss::IOReader {
 
   size_t operator()(void* ptr, size_t item, size_t nitems) override {
     if (item == 0 || nitems == 0) return 0;
+    const uint64_t at = pos_;
+    const size_t n = Copy(ptr, item, nitems);
+    if (n < nitems && error_.ok() && !short_read_) {
+      short_read_ = ByteRange{at, uint64_t{nitems} * item};
+    }
+    return n;
+  }
+
+  uint64_t size() const { return size_; }
+  uint64_t position() const { return pos_; }
+  void Skip(uint64_t to) { pos_ = std::min(to, size_); }
+  const Status& error() const { return error_; }
+  // The first read FAISS asked for past the end of the file.
+  const std::optional<ByteRange>& short_read() const { return short_read_; }
+
+  // Set by the hook for an "ilar" index.
+  bool have_extents = false;
+  std::vector<RangeInvertedLists::Extent> extents;
+  uint64_t lists_end = 0;
+
+ private:
+  // Copies the next items that the file holds whole; 0 on a read error.
+  size_t Copy(void* ptr, size_t item, size_t nitems) {
     const uint64_t left = size_ - pos_;
     const size_t n = std::min<uint64_t>(nitems, left / item);
     uint64_t want = uint64_t{n} * item;
@@ -61,16 +86,6 @@ class RangeIOReader final : public ::faiss::IOReader {
     return n;
   }
 
-  uint64_t position() const { return pos_; }
-  void Skip(uint64_t to) { pos_ = std::min(to, size_); }
-  const Status& error() const { return error_; }
-
-  // Set by the hook for an "ilar" index.
-  bool have_extents = false;
-  std::vector<RangeInvertedLists::Extent> extents;
-  uint64_t lists_end = 0;
-
- private:
   bool Fill() {
     window_.Reset();  // its budget first: the next read may need all of it
     Result<Slice> got =
@@ -91,6 +106,7 @@ class RangeIOReader final : public ::faiss::IOReader {
   Slice window_;
   uint64_t window_at_ = 0;
   Status error_;
+  std::optional<ByteRange> short_read_;
 };
 
 // Registered once under fourcc "ilrg": read_index with the io_flags below
@@ -144,6 +160,26 @@ std::string Beside(std::string_view url, const std::string& file) {
   return std::string(url.substr(0, slash + 1)) + name;
 }
 
+// FAISS's read_index over `in`. A failure names the file and what went
+// wrong: rangeio's read error, a file that ends inside the header (not
+// FAISS's text, which carries a stale errno), or what FAISS refused.
+Result<std::unique_ptr<::faiss::Index>> ReadHeader(RangeIOReader& in) {
+  try {
+    return std::unique_ptr<::faiss::Index>(::faiss::read_index(&in, IoFlags()));
+  } catch (const std::exception& e) {
+    if (!in.error().ok()) return in.error().WithContext("FAISS index header");
+    if (in.short_read()) {
+      return Status::InvalidArgument(
+          "'" + in.name + "' ends at byte " + std::to_string(in.size()) +
+          ", inside what FAISS reads as its header (bytes " +
+          in.short_read()->ToString() +
+          "): a truncated file, or not a FAISS IVF index");
+    }
+    return Status::InvalidArgument(
+        "'" + in.name + "' is not a FAISS index rangeio can read: " + e.what());
+  }
+}
+
 // The source of `url`, decorated as the options say.
 Result<std::shared_ptr<Source>> OpenDecorated(std::string_view url,
                                               const IvfOpenOptions& options) {
@@ -163,15 +199,13 @@ Result<std::unique_ptr<::faiss::Index>> OpenIvfIndex(
       Reader reader, Reader::Open(source, options.reader, std::move(limiter)));
   RANGEIO_ASSIGN_OR_RETURN(const uint64_t size, source->Size());
   const std::string name = source->name();
-  RangeIOReader in(reader, size);
-  std::unique_ptr<::faiss::Index> index;
-  try {
-    index.reset(::faiss::read_index(&in, IoFlags()));
-  } catch (const std::exception& e) {
-    if (!in.error().ok()) return in.error().WithContext("FAISS index header");
-    return Status::InvalidArgument(
-        "'" + name + "' is not a FAISS index rangeio can read: " + e.what());
+  if (size == 0) {
+    return Status::InvalidArgument("'" + name +
+                                   "' is empty: not a FAISS IVF index");
   }
+  RangeIOReader in(reader, size);
+  RANGEIO_ASSIGN_OR_RETURN(std::unique_ptr<::faiss::Index> index,
+                           ReadHeader(in));
   ::faiss::IndexIVF* ivf = ::faiss::ivflib::try_extract_index_ivf(index.get());
   if (ivf == nullptr) {
     const ::faiss::Index& found = *index;  // no call inside typeid

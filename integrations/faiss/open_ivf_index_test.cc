@@ -26,6 +26,7 @@ using rangeio::testing::ExpectSameLabels;
 using rangeio::testing::kDim;
 using rangeio::testing::ScratchDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(OpenIvfIndexTest, RejectsFilesItDoesNotUnderstand) {
   ScratchDir dir;
@@ -62,6 +63,30 @@ TEST(OpenIvfIndexTest, RejectsFilesItDoesNotUnderstand) {
     ASSERT_FALSE(r.ok());
     EXPECT_THAT(r.status().ToString(), HasSubstr("missing.index"));
   }
+}
+
+// An empty file, and a file that ends inside FAISS's header, are refused
+// as such, naming the URL (not with FAISS's stale errno text).
+TEST(OpenIvfIndexTest, EmptyOrCutHeaderIsRefusedClearly) {
+  ScratchDir dir;
+  const std::string empty = dir.WriteFile("empty.index", 0);
+  auto r = OpenIvfIndex(empty);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().ToString(), HasSubstr("empty.index"));
+  EXPECT_THAT(r.status().ToString(), HasSubstr("empty"));
+  EXPECT_THAT(r.status().ToString(), HasSubstr("not a FAISS IVF index"));
+  EXPECT_THAT(r.status().ToString(), Not(HasSubstr("No such file")));
+
+  const std::string cut = dir.path() + "/cut-header.index";
+  Build("flat", cut);
+  std::filesystem::resize_file(cut, 30);  // inside the index header
+  r = OpenIvfIndex(cut);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().ToString(), HasSubstr("cut-header.index"));
+  EXPECT_THAT(r.status().ToString(), HasSubstr("ends at byte 30"));
+  EXPECT_THAT(r.status().ToString(), Not(HasSubstr("No such file")));
 }
 
 // An index of 600 lists: its quantizer (600 x 32 floats, 75 KiB) is more
