@@ -43,12 +43,21 @@ class RangeIOReader final : public ::faiss::IOReader {
     name = reader.source()->name();
   }
 
+  // A fourcc FAISS reads (4 bytes, one item) that opens a lists section has
+  // the section's counts checked before FAISS reads them: 0 items and
+  // error() when they cannot be right.
   size_t operator()(void* ptr, size_t item, size_t nitems) override {
-    if (item == 0 || nitems == 0) return 0;
+    if (item == 0 || nitems == 0 || !error_.ok()) return 0;
     const uint64_t at = pos_;
     const size_t n = Copy(ptr, item, nitems);
     if (n < nitems && error_.ok() && !short_read_) {
       short_read_ = ByteRange{at, uint64_t{nitems} * item};
+    }
+    if (item == 4 && n == 1) {
+      uint32_t h = 0;
+      std::memcpy(&h, ptr, sizeof h);
+      error_ = CheckListSection(h);
+      if (!error_.ok()) return 0;
     }
     return n;
   }
@@ -84,6 +93,96 @@ class RangeIOReader final : public ::faiss::IOReader {
       want -= k;
     }
     return n;
+  }
+
+  // The T at byte `at`, read without moving on; none past the end (where
+  // FAISS's own read fails) or on a read error.
+  template <typename T>
+  std::optional<T> Peek(uint64_t at) {
+    if (at > size_ || size_ - at < sizeof(T)) return std::nullopt;
+    const uint64_t keep = pos_;
+    pos_ = at;
+    T v{};
+    const size_t n = Copy(&v, sizeof v, 1);
+    pos_ = keep;
+    return n == 1 ? std::optional<T>(v) : std::nullopt;
+  }
+
+  Status Corrupt(uint64_t at, const std::string& field, uint64_t value,
+                 const std::string& why) const {
+    return Status::InvalidArgument(
+        "FAISS index '" + name + "': the " + field + " at byte " +
+        std::to_string(at) + " (" + std::to_string(value) + ") " + why +
+        ": a corrupt file, refused before FAISS allocates from it");
+  }
+
+  // FAISS sizes vectors from a lists section's counts before it reads what
+  // they count (2 GiB for a list count of 2^28 in a 2 KB file), so each is
+  // checked against the bytes left after it first.
+  Status CheckListSection(uint32_t h) {
+    if (h == ::faiss::fourcc("ilar")) return CheckArrayLists(pos_);
+    if (h == ::faiss::fourcc("ilod")) return CheckOnDiskLists(pos_);
+    return Status::OK();
+  }
+
+  // "ilar": nlist, code_size, the sizes' kind, then a vector: "full" holds
+  // nlist sizes, "sprs" (list, size) pairs of the lists not empty. FAISS
+  // sizes a vector of nlist, then resizes it to the stored count. A sparse
+  // index may have more lists than bytes of sizes, but not more than the
+  // file has bytes (each list costs FAISS and rangeio tens of bytes).
+  Status CheckArrayLists(uint64_t at) {
+    const std::optional<uint64_t> nlist = Peek<uint64_t>(at);
+    const std::optional<uint32_t> kind = Peek<uint32_t>(at + 16);
+    const std::optional<uint64_t> count = Peek<uint64_t>(at + 20);
+    if (!nlist || !kind || !count) return error_;
+    const uint64_t left = size_ - (at + 28);
+    const bool full = *kind == ::faiss::fourcc("full");
+    if (*nlist > (full ? left / 8 : size_)) {
+      return Corrupt(at, "list count", *nlist,
+                     full ? "is more list sizes than the " +
+                                std::to_string(left) + " bytes left hold"
+                          : "is more lists than the file has bytes");
+    }
+    if (full ? *count != *nlist : *count % 2 != 0 || *count > left / 8) {
+      return Corrupt(
+          at + 20, "list sizes' length", *count,
+          full ? "differs from the list count " + std::to_string(*nlist)
+               : "is not (list, size) pairs in the " + std::to_string(left) +
+                     " bytes left");
+    }
+    return Status::OK();
+  }
+
+  // "ilod" (OnDiskInvertedLists): nlist, code_size, then three vectors
+  // FAISS resizes to their stored counts: the list table ({size, capacity,
+  // offset} a list), the slot table ({offset, capacity}) and the data
+  // file's name.
+  Status CheckOnDiskLists(uint64_t at) {
+    const std::optional<uint64_t> nlist = Peek<uint64_t>(at);
+    struct Vector {
+      const char* field;
+      uint64_t entry;
+    };
+    at += 16;
+    for (const Vector& v :
+         {Vector{"list table's length", 24}, Vector{"slot table's length", 16},
+          Vector{"data file name's length", 1}}) {
+      const std::optional<uint64_t> count = Peek<uint64_t>(at);
+      if (!nlist || !count) return error_;
+      const uint64_t left = size_ - (at + 8);
+      if (*count > left / v.entry) {
+        return Corrupt(at, v.field, *count,
+                       "is more entries of " + std::to_string(v.entry) +
+                           " bytes than the " + std::to_string(left) +
+                           " bytes left hold");
+      }
+      if (v.entry == 24 && *count != *nlist) {
+        return Corrupt(at, v.field, *count,
+                       "differs from the list count " + std::to_string(*nlist));
+      }
+      at += 8 + *count * v.entry;
+    }
+    return Status::OK();
   }
 
   bool Fill() {

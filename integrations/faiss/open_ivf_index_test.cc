@@ -7,11 +7,16 @@
 #include <faiss/index_io.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "rangeio_faiss/range_inverted_lists.h"
 #include "support/test_util.h"
@@ -23,8 +28,14 @@ namespace {
 using rangeio::testing::Build;
 using rangeio::testing::Data;
 using rangeio::testing::ExpectSameLabels;
+using rangeio::testing::FindFourcc;
+using rangeio::testing::GetU64;
 using rangeio::testing::kDim;
+using rangeio::testing::PutU64;
+using rangeio::testing::ReadBytes;
+using rangeio::testing::SaveOnDisk;
 using rangeio::testing::ScratchDir;
+using rangeio::testing::WriteBytes;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -130,6 +141,81 @@ TEST(OpenIvfIndexTest, HeaderIsReadWithinAnyResponseBudget) {
       }
     }
   }
+}
+
+// In a child process: limits the address space to 1 GiB more than it
+// has, opens `path` and prints the error; exit code 0 for an
+// InvalidArgument naming the file. FAISS would otherwise allocate GiBs
+// from the hostile count (and fail with bad_alloc under the limit).
+int OpenWithinMemory(const std::string& path) {
+  std::ifstream status("/proc/self/status");
+  uint64_t vm_kib = 0;
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmSize:", 0) == 0) vm_kib = std::stoull(line.substr(7));
+  }
+  rlimit limit{};
+  limit.rlim_cur = (vm_kib << 10) + (uint64_t{1} << 30);
+  limit.rlim_max = limit.rlim_cur;
+  if (setrlimit(RLIMIT_AS, &limit) != 0) return 2;
+  auto r = OpenIvfIndex(path);
+  const std::string msg = r.status().ToString();
+  std::cerr << msg << "\n";
+  const bool named =
+      msg.find(std::filesystem::path(path).filename().string()) !=
+      std::string::npos;
+  return !r.ok() && named && r.status().code() == StatusCode::kInvalidArgument
+             ? 0
+             : 1;
+}
+
+// Expects `path` refused within that memory, the error matching `field`.
+void ExpectRefusedWithinMemory(const std::string& path,
+                               const std::string& field) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::_Exit(OpenWithinMemory(path)), ::testing::ExitedWithCode(0),
+              field);
+}
+
+// A small saved index whose list count, or the count of a vector of its
+// list table, is patched to 2^28 or 2^31 is refused before FAISS sizes
+// anything from it.
+TEST(OpenIvfIndexTest, HostileCountsAreRefusedBeforeAllocation) {
+  ScratchDir dir;
+  const std::string plain = dir.path() + "/small.index";
+  Build("flat", plain, 40);
+  const std::vector<char> ilar = ReadBytes(plain);
+  ASSERT_LT(ilar.size(), 8u << 10);
+  const size_t at = FindFourcc(ilar, "ilar") + 4;  // nlist, code_size, ...
+  ASSERT_EQ(GetU64(ilar, at), uint64_t{rangeio::testing::kLists});
+  ASSERT_EQ(std::string(ilar.data() + at + 16, 4), "full");
+  const std::string hostile = dir.path() + "/hostile.index";
+  for (const uint64_t count : {uint64_t{1} << 28, uint64_t{1} << 31}) {
+    SCOPED_TRACE("count " + std::to_string(count));
+    std::vector<char> bytes = ilar;
+    PutU64(bytes, at, count);  // nlist
+    WriteBytes(hostile, bytes);
+    ExpectRefusedWithinMemory(hostile, "list count");
+    bytes = ilar;
+    PutU64(bytes, at + 20, count);  // the "full" sizes vector's length
+    WriteBytes(hostile, bytes);
+    ExpectRefusedWithinMemory(hostile, "list sizes. length");
+  }
+  // "ilod": nlist, code_size, then the {size, capacity, offset} table and
+  // the slots table, each a count and its entries.
+  const std::string ondisk = SaveOnDisk(plain, dir.path());
+  const std::vector<char> ilod = ReadBytes(ondisk);
+  const size_t od = FindFourcc(ilod, "ilod") + 4;
+  const uint64_t nlist = GetU64(ilod, od);
+  ASSERT_EQ(GetU64(ilod, od + 16), nlist);
+  const size_t slots = od + 24 + nlist * 24;
+  std::vector<char> bytes = ilod;
+  PutU64(bytes, od + 16, uint64_t{1} << 28);
+  WriteBytes(ondisk, bytes);
+  ExpectRefusedWithinMemory(ondisk, "list table.s length");
+  bytes = ilod;
+  PutU64(bytes, slots, uint64_t{1} << 28);
+  WriteBytes(ondisk, bytes);
+  ExpectRefusedWithinMemory(ondisk, "slot table.s length");
 }
 
 }  // namespace

@@ -143,8 +143,10 @@ class RangeInvertedLists final : public ::faiss::ReadOnlyInvertedLists {
 // Opens the FAISS IVF index at `url_or_path` (header read through rangeio,
 // lists served by a RangeInvertedLists on a reader sharing `limiter`, or a
 // limiter of its own from options.reader when null). InvalidArgument naming
-// the URL for a file that is not a FAISS IVF index in one of the two
-// layouts, or whose list table points past its data.
+// the URL for a file that is empty or not a FAISS IVF index in one of the
+// two layouts, whose list section holds counts the file cannot (checked
+// before FAISS allocates from them), or whose list table points past its
+// data.
 Result<std::unique_ptr<::faiss::Index>> OpenIvfIndex(
     std::string_view url_or_path, const IvfOpenOptions& options = {},
     std::shared_ptr<Limiter> limiter = nullptr);
