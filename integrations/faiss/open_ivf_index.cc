@@ -63,6 +63,7 @@ class RangeIOReader final : public ::faiss::IOReader {
   }
 
   uint64_t size() const { return size_; }
+  void Fail(Status error) { error_ = std::move(error); }
   uint64_t position() const { return pos_; }
   void Skip(uint64_t to) { pos_ = std::min(to, size_); }
   const Status& error() const { return error_; }
@@ -227,8 +228,16 @@ struct RangeListsHook final : ::faiss::InvertedListsIOHook {
     uint64_t at = r->position();
     r->extents.resize(nlist);
     for (size_t i = 0; i < nlist; ++i) {
-      FAISS_THROW_IF_NOT_FMT(sizes[i] < (uint64_t{1} << 48),
-                             "list %zu claims %zu entries", i, sizes[i]);
+      const uint64_t left = r->size() - at;  // at <= size: no sum wraps
+      if (sizes[i] != 0 &&
+          (code_size > left || sizes[i] > left / (code_size + 8))) {
+        r->Fail(Status::InvalidArgument(
+            "FAISS index '" + r->name + "': list " + std::to_string(i) +
+            " of " + std::to_string(sizes[i]) + " entries at byte " +
+            std::to_string(at) + " does not fit in the data, which is " +
+            std::to_string(r->size()) + " bytes: a truncated or foreign file"));
+        FAISS_THROW_MSG("list past the data");
+      }
       r->extents[i] = {at, at + sizes[i] * code_size, sizes[i]};
       at += sizes[i] * (code_size + 8);
     }
@@ -287,6 +296,61 @@ Result<std::shared_ptr<Source>> OpenDecorated(std::string_view url,
   return options.decorate ? options.decorate(std::move(source)) : source;
 }
 
+// The lists' extents and the reader of the source that holds them.
+struct ListData {
+  std::vector<RangeInvertedLists::Extent> extents;
+  Reader data;
+};
+
+// "ilar": the lists lie back to back after their sizes vector, and FAISS
+// reads its next field, if any, where they end. Sizes that add up to less
+// than the lists' data leave bytes after FAISS's last field (and scans
+// would take codes for ids); more are refused by the hook.
+Result<ListData> ArrayLists(RangeIOReader& in, const Reader& reader) {
+  if (in.position() != in.size()) {
+    return Status::InvalidArgument(
+        "FAISS index '" + in.name + "': its list sizes end the lists at byte " +
+        std::to_string(in.lists_end) + " and FAISS's last field at byte " +
+        std::to_string(in.position()) + ", but the file is " +
+        std::to_string(in.size()) +
+        " bytes: list sizes that do not match the lists' data");
+  }
+  return ListData{std::move(in.extents), reader};
+}
+
+// "ilod": each list's {size, capacity, offset} must lie in the data file,
+// capacity codes then capacity ids from offset, with size <= capacity.
+Result<ListData> OnDiskLists(std::string_view url,
+                             const IvfOpenOptions& options,
+                             const ::faiss::OnDiskInvertedLists& od,
+                             const Reader& reader) {
+  const std::string data_url =
+      options.data_url.empty() ? Beside(url, od.filename) : options.data_url;
+  RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> ds,
+                           OpenDecorated(data_url, options));
+  RANGEIO_ASSIGN_OR_RETURN(Reader data,
+                           Reader::Open(ds, options.reader, reader.limiter()));
+  RANGEIO_ASSIGN_OR_RETURN(const uint64_t data_size, ds->Size());
+  std::vector<RangeInvertedLists::Extent> extents(od.lists.size());
+  for (size_t i = 0; i < od.lists.size(); ++i) {
+    const auto& l = od.lists[i];
+    const uint64_t left = data_size - std::min<uint64_t>(l.offset, data_size);
+    if (l.size > l.capacity || l.offset > data_size ||
+        (l.capacity != 0 &&
+         (od.code_size > left || l.capacity > left / (od.code_size + 8)))) {
+      return Status::InvalidArgument(
+          "FAISS index '" + reader.source()->name() + "': list " +
+          std::to_string(i) + " of size " + std::to_string(l.size) +
+          " and capacity " + std::to_string(l.capacity) + " at byte " +
+          std::to_string(l.offset) + " does not fit in '" + ds->name() +
+          "', which is " + std::to_string(data_size) +
+          " bytes: a corrupt list table or a truncated data file");
+    }
+    extents[i] = {l.offset, l.offset + l.capacity * od.code_size, l.size};
+  }
+  return ListData{std::move(extents), std::move(data)};
+}
+
 }  // namespace
 
 Result<std::unique_ptr<::faiss::Index>> OpenIvfIndex(
@@ -312,40 +376,22 @@ Result<std::unique_ptr<::faiss::Index>> OpenIvfIndex(
         "'" + name + "' is a FAISS index but not an IVF one (" +
         typeid(found).name() + "): it has no posting lists to read");
   }
-  std::vector<RangeInvertedLists::Extent> extents;
-  Reader data = reader;
-  if (in.have_extents) {
-    extents = std::move(in.extents);
-  } else if (auto* od =
-                 dynamic_cast<::faiss::OnDiskInvertedLists*>(ivf->invlists)) {
-    const std::string data_url =
-        options.data_url.empty() ? Beside(url, od->filename) : options.data_url;
-    RANGEIO_ASSIGN_OR_RETURN(std::shared_ptr<Source> ds,
-                             OpenDecorated(data_url, options));
-    RANGEIO_ASSIGN_OR_RETURN(
-        data, Reader::Open(ds, options.reader, reader.limiter()));
-    extents.resize(od->lists.size());
-    for (size_t i = 0; i < od->lists.size(); ++i) {
-      const auto& l = od->lists[i];
-      if (l.size > l.capacity || l.capacity > (uint64_t{1} << 48)) {
-        return Status::InvalidArgument(
-            "FAISS index '" + name + "': list " + std::to_string(i) +
-            " has size " + std::to_string(l.size) + " and capacity " +
-            std::to_string(l.capacity) + ": a corrupt list table");
-      }
-      extents[i] = {l.offset, l.offset + l.capacity * od->code_size, l.size};
-    }
-  } else {
+  const auto* od = dynamic_cast<::faiss::OnDiskInvertedLists*>(ivf->invlists);
+  if (!in.have_extents && od == nullptr) {
     return Status::InvalidArgument(
         "FAISS index '" + name + "': its lists are " +
         (ivf->invlists ? typeid(*ivf->invlists).name() : "absent") +
         "; rangeio reads a normally saved index (\"ilar\") and "
         "OnDiskInvertedLists (\"ilod\")");
   }
+  RANGEIO_ASSIGN_OR_RETURN(ListData stored,
+                           in.have_extents
+                               ? ArrayLists(in, reader)
+                               : OnDiskLists(url, options, *od, reader));
   RANGEIO_ASSIGN_OR_RETURN(
       std::unique_ptr<RangeInvertedLists> lists,
-      RangeInvertedLists::Make(ivf->code_size, std::move(extents),
-                               std::move(data), options.max_read_bytes,
+      RangeInvertedLists::Make(ivf->code_size, std::move(stored.extents),
+                               std::move(stored.data), options.max_read_bytes,
                                options.max_gap_bytes));
   if (lists->nlist != ivf->nlist) {
     return Status::InvalidArgument(

@@ -16,6 +16,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "rangeio_faiss/range_inverted_lists.h"
@@ -218,5 +219,56 @@ TEST(OpenIvfIndexTest, HostileCountsAreRefusedBeforeAllocation) {
   ExpectRefusedWithinMemory(ondisk, "slot table.s length");
 }
 
+// "ilar" list sizes that do not add up to the lists' data are refused: one
+// size one smaller, the lists would end before the data does (and scans
+// would take codes for ids).
+TEST(OpenIvfIndexTest, ListSizesThatDoNotMatchTheDataAreRefused) {
+  ScratchDir dir;
+  const std::string plain = dir.path() + "/plain.index";
+  Build("flat", plain);
+  std::vector<char> bytes = ReadBytes(plain);
+  const size_t sizes = FindFourcc(bytes, "ilar") + 4 + 8 + 8 + 4 + 8;
+  ASSERT_GT(GetU64(bytes, sizes + 8 * 3), 0u);
+  PutU64(bytes, sizes + 8 * 3, GetU64(bytes, sizes + 8 * 3) - 1);
+  const std::string bad = dir.path() + "/bad-sizes.index";
+  WriteBytes(bad, bytes);
+  auto r = OpenIvfIndex(bad);
+  ASSERT_FALSE(r.ok()) << "opened an index whose list sizes miss a vector";
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().ToString(), HasSubstr("list sizes"));
+  EXPECT_THAT(r.status().ToString(), HasSubstr("bad-sizes.index"));
+}
+
+// An "ilod" list whose capacity runs past the end of the .ivfdata file is
+// refused: the list that ends last given one entry less than its capacity
+// (as a list that lost a vector), and the data file cut by that entry's id.
+TEST(OpenIvfIndexTest, ListCapacityPastTheDataIsRefused) {
+  ScratchDir dir;
+  const std::string plain = dir.path() + "/plain.index";
+  Build("flat", plain);
+  const std::string ondisk = SaveOnDisk(plain, dir.path());
+  std::vector<char> bytes = ReadBytes(ondisk);
+  const size_t od = FindFourcc(bytes, "ilod") + 4;
+  const uint64_t code_size = GetU64(bytes, od + 8);
+  size_t last = 0;  // the table entry {size, capacity, offset} ending last
+  uint64_t end = 0;
+  for (uint64_t i = 0; i < GetU64(bytes, od); ++i) {
+    const size_t e = od + 24 + i * 24;
+    const uint64_t list_end =
+        GetU64(bytes, e + 16) + GetU64(bytes, e + 8) * (code_size + 8);
+    if (list_end > end) std::tie(last, end) = std::tuple(e, list_end);
+  }
+  const std::string data = dir.path() + "/lists.ivfdata";
+  ASSERT_EQ(std::filesystem::file_size(data), end);
+  ASSERT_GT(GetU64(bytes, last), 0u);
+  PutU64(bytes, last, GetU64(bytes, last) - 1);
+  WriteBytes(ondisk, bytes);
+  std::filesystem::resize_file(data, end - 8);
+  auto r = OpenIvfIndex(ondisk);
+  ASSERT_FALSE(r.ok()) << "opened lists whose capacity is past the data";
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().ToString(), HasSubstr("capacity"));
+  EXPECT_THAT(r.status().ToString(), HasSubstr("lists.ivfdata"));
+}
 }  // namespace
 }  // namespace rangeio::integrations

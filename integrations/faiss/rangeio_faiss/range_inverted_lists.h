@@ -145,8 +145,9 @@ class RangeInvertedLists final : public ::faiss::ReadOnlyInvertedLists {
 // limiter of its own from options.reader when null). InvalidArgument naming
 // the URL for a file that is empty or not a FAISS IVF index in one of the
 // two layouts, whose list section holds counts the file cannot (checked
-// before FAISS allocates from them), or whose list table points past its
-// data.
+// before FAISS allocates from them), or whose list table does not match
+// its data ("ilar" sizes that do not add up to the lists' bytes; an "ilod"
+// list whose capacity runs past the .ivfdata file).
 Result<std::unique_ptr<::faiss::Index>> OpenIvfIndex(
     std::string_view url_or_path, const IvfOpenOptions& options = {},
     std::shared_ptr<Limiter> limiter = nullptr);
