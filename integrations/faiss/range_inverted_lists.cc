@@ -281,7 +281,7 @@ struct RangeInvertedLists::Impl {
 
   const std::byte* Acquire(size_t i, uint64_t at);
   void AlignLocked(Entry& e, size_t i, std::vector<Slice>* drop);
-  void Release(size_t i, bool use);
+  void Release(size_t i, const void* got, bool use);
 };
 
 // Waits until list i is ready, reading it at once with priority if it is
@@ -344,13 +344,18 @@ void RangeInvertedLists::Impl::AlignLocked(Entry& e, size_t i,
   ++stats.aligned_copies;
 }
 
-// Unpins list i; a codes release counts as one of this thread's scans.
-void RangeInvertedLists::Impl::Release(size_t i, bool use) {
+// Unpins list i if `got` points into its bytes (what Acquire returned; any
+// other pointer pinned nothing); a codes release counts as one of this
+// thread's scans.
+void RangeInvertedLists::Impl::Release(size_t i, const void* got, bool use) {
   Slice dropped;
   std::lock_guard lk(mu);
   auto it = table.find(i);
   if (it == table.end() || it->second.pins == 0) return;
   Entry& e = it->second;
+  const auto p = reinterpret_cast<uintptr_t>(got);
+  const auto start = reinterpret_cast<uintptr_t>(e.bytes.data());
+  if (p < start || p >= start + e.bytes.size()) return;
   --e.pins;
   if (use) {
     const std::thread::id self = std::this_thread::get_id();
@@ -449,23 +454,33 @@ const RangeInvertedLists::idx_t* RangeInvertedLists::get_ids(
 }
 
 void RangeInvertedLists::release_codes(size_t list_no,
-                                       const uint8_t* /*codes*/) const {
+                                       const uint8_t* codes) const {
   if (list_size(list_no) == 0) return;
-  impl_->Release(list_no, /*use=*/true);
+  impl_->Release(list_no, codes, /*use=*/true);
 }
 
-void RangeInvertedLists::release_ids(size_t list_no,
-                                     const idx_t* /*ids*/) const {
+void RangeInvertedLists::release_ids(size_t list_no, const idx_t* ids) const {
   if (list_size(list_no) == 0) return;
-  impl_->Release(list_no, /*use=*/false);
+  impl_->Release(list_no, ids, /*use=*/false);
 }
 
+// FAISS 1.7.3 never releases a single code (IndexIVFFlat's and
+// IndexIVFPQ's reconstruct_from_offset do not; ScopedCodes does): the code
+// is copied out under a pin held for this call only, into a buffer of the
+// calling thread, valid until its next get_single_code. A release_codes of
+// that copy unpins nothing (it points into no list).
 const uint8_t* RangeInvertedLists::get_single_code(size_t list_no,
                                                    size_t offset) const {
   FAISS_THROW_IF_NOT_FMT(offset < list_size(list_no),
                          "entry %zu of list %zu (%zu entries)", offset, list_no,
                          list_size(list_no));
-  return get_codes(list_no) + offset * code_size;
+  thread_local std::vector<uint8_t> code;
+  code.resize(code_size);
+  const std::byte* at = impl_->Acquire(
+      list_no, impl_->lists[list_no].codes_offset + offset * code_size);
+  std::memcpy(code.data(), at, code_size);
+  impl_->Release(list_no, at, /*use=*/false);
+  return code.data();
 }
 
 // Deduplicates the lists (first use first), announces this thread's scans

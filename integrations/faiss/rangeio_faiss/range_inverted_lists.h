@@ -19,9 +19,13 @@
 // a list) and issues the reads in scan order (IssueOrder::kRequest). The
 // stream's callbacks file each list as it arrives, while the search scans.
 // get_codes waits for its list and returns a pointer into the read's buffer
-// (no copy); release unpins. A list no thread prefetched (an evicted list,
-// a get_codes without a prefetch) is read at once with Priority::kHigh,
-// ahead of queued prefetches. A failed read of several lists is read again
+// (no copy); release unpins (a release of a pointer that is not into the
+// list's buffer unpins nothing). get_single_code (reconstruct) copies the
+// one code into a buffer of the calling thread, valid until its next call,
+// under a pin held for that call only: FAISS 1.7.3 never releases it. A
+// list no thread prefetched (an evicted list, a get_codes without a
+// prefetch) is read at once with Priority::kHigh, ahead of queued
+// prefetches. A failed read of several lists is read again
 // list by list (ReadOptions::per_range_errors), so only a list whose own
 // range fails throws faiss::FaissException, naming the list and its bytes.
 //
@@ -139,8 +143,11 @@ class RangeInvertedLists final : public ::faiss::ReadOnlyInvertedLists {
 // Opens the FAISS IVF index at `url_or_path` (header read through rangeio,
 // lists served by a RangeInvertedLists on a reader sharing `limiter`, or a
 // limiter of its own from options.reader when null). InvalidArgument naming
-// the URL for a file that is not a FAISS IVF index in one of the two
-// layouts, or whose list table points past its data.
+// the URL for a file that is empty or not a FAISS IVF index in one of the
+// two layouts, whose list section holds counts the file cannot (checked
+// before FAISS allocates from them), or whose list table does not match
+// its data ("ilar" sizes that do not add up to the lists' bytes; an "ilod"
+// list whose capacity runs past the .ivfdata file).
 Result<std::unique_ptr<::faiss::Index>> OpenIvfIndex(
     std::string_view url_or_path, const IvfOpenOptions& options = {},
     std::shared_ptr<Limiter> limiter = nullptr);
