@@ -331,13 +331,8 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     t->waiting = false;
     t->gated = false;
     if (now >= t->deadline_ns) {
-      return Fail(
-          t,
-          Status::IoError(t->What() + ": the deadline of " +
-                          std::to_string(t->target->options.deadline.count()) +
-                          " ms passed before attempt " +
-                          std::to_string(t->attempt + 1)),
-          std::to_string(t->attempt) + " attempts");
+      return Fail(t, DeadlinePassedBeforeAttempt(*t),
+                  std::to_string(t->attempt) + " attempts");
     }
     // Adaptive concurrency: past its endpoint's limit the attempt waits
     // in the gate, which launches it once a slot frees.

@@ -248,6 +248,13 @@ std::optional<std::string> AttemptTimedOut(const Transfer& t, uint64_t now) {
   return TooSlow(t, now);
 }
 
+Status DeadlinePassedBeforeAttempt(const Transfer& t) {
+  return Status::IoError(t.What() + ": the deadline of " +
+                         std::to_string(t.target->options.deadline.count()) +
+                         " ms passed before attempt " +
+                         std::to_string(t.attempt + 1));
+}
+
 Status ApplyVersionPin(Transfer& t) {
   const HttpTarget::VersionPin pin = t.target->Pin();
   if (pin.empty() || (pin.etag == t.sent_pin.etag &&

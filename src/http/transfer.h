@@ -73,6 +73,10 @@ Status ConfigureTransfer(Transfer& t);
 // byte, stalled or too slow a body: the watchdog's checks); nullopt if not.
 std::optional<std::string> AttemptTimedOut(const Transfer& t, uint64_t now);
 
+// The error of a read whose deadline passed before its next attempt went
+// out.
+Status DeadlinePassedBeforeAttempt(const Transfer& t);
+
 // Before each attempt: the request carries the source's version pin, if it
 // has one (HttpTarget::VersionPin).
 Status ApplyVersionPin(Transfer& t);
