@@ -89,7 +89,8 @@ struct RANGEIO_EXPORT HttpOptions {
   // Architecture Blog). 50 ms and 5 s: near the AWS SDKs' 100 ms base.
   std::chrono::milliseconds retry_base_backoff{50};
   std::chrono::milliseconds retry_max_backoff{5'000};
-  // Key "deadline-ms": one read's total, every attempt and backoff. 60 s.
+  // Key "deadline-ms": one read's total: every attempt, every backoff, and
+  // every wait for a slot of its endpoint's adaptive limit. 60 s.
   std::chrono::milliseconds deadline{60'000};
   // Key "adaptive" (on, off): requests in flight per endpoint (and bucket)
   // follow one limit shared by the process, cut on 429/503/SlowDown and

@@ -331,17 +331,12 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     t->waiting = false;
     t->gated = false;
     if (now >= t->deadline_ns) {
-      return Fail(
-          t,
-          Status::IoError(t->What() + ": the deadline of " +
-                          std::to_string(t->target->options.deadline.count()) +
-                          " ms passed before attempt " +
-                          std::to_string(t->attempt + 1)),
-          std::to_string(t->attempt) + " attempts");
+      return Fail(t, DeadlinePassedBeforeAttempt(*t),
+                  std::to_string(t->attempt) + " attempts");
     }
     // Adaptive concurrency: past its endpoint's limit the attempt waits
     // in the gate, which launches it once a slot frees.
-    if (!gate_.Enter(t)) return;
+    if (!gate_.Enter(t, now)) return;
     t->ResetAttempt(now);
     ++t->attempt;
     if (Status st = ApplyVersionPin(*t); !st.ok()) {
@@ -462,8 +457,13 @@ class EngineCore : public std::enable_shared_from_this<EngineCore> {
     Complete(t, Status(last.code(), std::move(msg)));
   }
 
-  // Ends the attempts past their first-byte, stall or overall deadline.
+  // Ends the attempts past their first-byte, stall or overall deadline, and
+  // the reads whose deadline passed while waiting for an endpoint slot.
   void Watchdog(uint64_t now) {
+    gate_.ExpireLate(now, [this, now](Transfer* t) {
+      Fail(t, SlotWaitTimedOut(*t, now),
+           "attempts sent: " + std::to_string(t->attempt));
+    });
     std::vector<std::pair<Transfer*, std::string>> expired;
     for (const auto& owned : active_) {
       if (owned->waiting) continue;

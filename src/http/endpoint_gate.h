@@ -4,9 +4,11 @@
 //
 // An attempt of a target with an adaptive limit takes one of its slots
 // before it is sent and hands it back when it ends; past the limit it waits
-// here, marked waiting (the watchdog skips it) and gated, until a slot
-// frees. It keeps its Limiter permit while it waits, so nothing is
-// cancelled when the limit shrinks below what is in flight.
+// here, marked waiting and gated, until a slot frees or its read's deadline
+// passes (ExpireLate: the deadline covers this wait, however long the
+// attempts holding the slots take). It keeps its Limiter permit while it
+// waits, so nothing is cancelled when the limit shrinks below what is in
+// flight.
 //
 // Thread-safety: the engine's loop thread only.
 #pragma once
@@ -15,6 +17,7 @@
 #include <deque>
 #include <iterator>
 #include <map>
+#include <vector>
 
 #include "http/endpoint_limit.h"
 #include "http/transfer.h"
@@ -24,8 +27,8 @@ namespace rangeio::detail {
 class EndpointGate {
  public:
   // True: `t` may start its attempt now (it holds a slot, or its target
-  // has no adaptive limit). False: it waits here.
-  bool Enter(Transfer* t) {
+  // has no adaptive limit). False: it waits here from `now`.
+  bool Enter(Transfer* t, uint64_t now) {
     EndpointLimit* e = t->target->endpoint.get();
     if (e == nullptr || t->holds_slot) return true;
     if (e->TryAcquire()) {
@@ -34,6 +37,7 @@ class EndpointGate {
     }
     t->waiting = true;
     t->gated = true;
+    t->gated_since_ns = now;
     queues_[e].push_back(t);
     return false;
   }
@@ -54,6 +58,23 @@ class EndpointGate {
     std::erase(it->second, t);
     if (it->second.empty()) queues_.erase(it);
     t->gated = false;
+  }
+
+  // Takes out every waiting attempt whose read's deadline has passed by
+  // `now`, and then calls expire(t) for each (which ends its read).
+  template <typename Expire>
+  void ExpireLate(uint64_t now, Expire expire) {
+    std::vector<Transfer*> late;
+    for (auto it = queues_.begin(); it != queues_.end();) {
+      std::erase_if(it->second, [&](Transfer* t) {
+        if (now < t->deadline_ns) return false;
+        t->gated = false;
+        late.push_back(t);
+        return true;
+      });
+      it = it->second.empty() ? queues_.erase(it) : std::next(it);
+    }
+    for (Transfer* t : late) expire(t);
   }
 
   // Calls launch(t) for each waiting attempt that now gets a slot.

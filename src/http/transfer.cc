@@ -248,6 +248,26 @@ std::optional<std::string> AttemptTimedOut(const Transfer& t, uint64_t now) {
   return TooSlow(t, now);
 }
 
+Status DeadlinePassedBeforeAttempt(const Transfer& t) {
+  return Status::IoError(t.What() + ": the deadline of " +
+                         std::to_string(t.target->options.deadline.count()) +
+                         " ms passed before attempt " +
+                         std::to_string(t.attempt + 1));
+}
+
+Status SlotWaitTimedOut(const Transfer& t, uint64_t now) {
+  const EndpointLimit::Snapshot e = t.target->endpoint->Get(now);
+  const uint64_t waited_ms = (now - t.gated_since_ns) / 1'000'000;
+  return Status::IoError(
+      t.What() + ": " + RangeHeaderValue(t.range) +
+      " timed out waiting for an endpoint slot: the deadline of " +
+      std::to_string(t.target->options.deadline.count()) + " ms passed after " +
+      std::to_string(waited_ms) +
+      " ms in the queue, the endpoint at its limit (" +
+      std::to_string(e.in_flight) + " in flight, limit " +
+      std::to_string(e.limit) + ")");
+}
+
 Status ApplyVersionPin(Transfer& t) {
   const HttpTarget::VersionPin pin = t.target->Pin();
   if (pin.empty() || (pin.etag == t.sent_pin.etag &&

@@ -31,10 +31,13 @@ struct Transfer {
   bool size_probe = false;
 
   CURL* easy = nullptr;
-  size_t index = 0;         // position in the loop's list of active transfers
-  bool waiting = false;     // backing off, or waiting for an endpoint slot
-  bool gated = false;       // waiting for a slot of target->endpoint
-  bool holds_slot = false;  // the current attempt holds an endpoint slot
+  size_t index = 0;  // position in the loop's list of active transfers
+  // Backing off (until a retry due before the deadline: DecideRetry), or
+  // waiting for an endpoint slot (until the deadline at most: EndpointGate).
+  bool waiting = false;
+  bool gated = false;           // waiting for a slot of target->endpoint
+  bool holds_slot = false;      // the current attempt holds an endpoint slot
+  uint64_t gated_since_ns = 0;  // when it began to wait for a slot
   uint64_t start_ns = 0;
   uint64_t deadline_ns = 0;
   uint32_t attempt = 0;  // attempts started
@@ -72,6 +75,11 @@ Status ConfigureTransfer(Transfer& t);
 // Why the current attempt of `t` has timed out at `now` (deadline, first
 // byte, stalled or too slow a body: the watchdog's checks); nullopt if not.
 std::optional<std::string> AttemptTimedOut(const Transfer& t, uint64_t now);
+
+// The error of a read whose deadline passed before its next attempt went
+// out: at its launch, or at `now` while it waited for an endpoint slot.
+Status DeadlinePassedBeforeAttempt(const Transfer& t);
+Status SlotWaitTimedOut(const Transfer& t, uint64_t now);
 
 // Before each attempt: the request carries the source's version pin, if it
 // has one (HttpTarget::VersionPin).
