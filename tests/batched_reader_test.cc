@@ -157,6 +157,42 @@ TEST(BatchedReaderTest, AFailedCoalescedReadIsRetriedRangeByRange) {
   EXPECT_EQ(batched->reader().limiter()->GetStats().in_flight, 0u);
 }
 
+// The ranges of a failed coalesced read are read again side by side, not
+// one after another on one thread: the one bad range costs its own retry,
+// and the other callers' re-reads are all in flight at once.
+TEST(BatchedReaderTest, TheRangesOfAFailedReadAreReadAgainTogether) {
+  auto gated = GatedSource::Make("g", 1 << 20);  // holds every read
+  gated->FailOffset(0, "bad block");
+  BatchOptions bo;
+  bo.max_batches = 1;
+  Options o = testing::LimitOptions(8);
+  o.reader.planner = PlannerOptions::ObjectStore();
+  auto batched = Open(gated, bo, o);
+  Results res;
+  batched->ReadAsync({900000, 10}, res.For(0));
+  ASSERT_TRUE(gated->WaitForHeld(1));
+  constexpr int kCallers = 6;  // one batch, one coalesced read [0, 1100)
+  for (int i = 1; i <= kCallers; ++i) {
+    batched->ReadAsync({(i - 1) * 200ULL, 100}, res.For(i));
+  }
+  ASSERT_EQ(gated->ReleaseAll(), 1u);
+  ASSERT_TRUE(gated->WaitForHeld(1));
+  EXPECT_EQ(gated->held_ranges(), (std::vector<ByteRange>{{0, 1100}}));
+  ASSERT_EQ(gated->ReleaseAll(), 1u);  // fails: it starts at 0
+  // Every caller's range is in flight again before any of them completes.
+  const bool together = gated->WaitForHeld(kCallers);
+  gated->SetMode(GatedSource::Mode::kPassInline);
+  gated->ReleaseAll();
+  EXPECT_TRUE(together) << gated->held() << " held";
+  ASSERT_TRUE(res.WaitFor(kCallers + 1));
+  EXPECT_FALSE(res.got.at(1).ok());
+  for (int i = 2; i <= kCallers; ++i) {
+    EXPECT_TRUE(Matches(res.got.at(i), {(i - 1) * 200ULL, 100})) << i;
+  }
+  EXPECT_EQ(batched->reader().GetStats().ranges_retried, uint64_t{kCallers});
+  EXPECT_EQ(batched->reader().limiter()->GetStats().in_flight, 0u);
+}
+
 TEST(BatchedReaderTest, BadRangesAreRefusedBeforeAnyIo) {
   auto gated = GatedSource::Make("g", 1000, GatedSource::Mode::kPassInline);
   auto batched = Open(gated);
