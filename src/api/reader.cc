@@ -132,7 +132,14 @@ struct ReaderAccess {
                              StartStream(parts, ranges, options, whole));
     return RangeStream(std::move(stream));
   }
+  static std::shared_ptr<HedgePolicy> Hedge(const Reader& reader) {
+    return reader.hedge_;
+  }
 };
+
+std::shared_ptr<HedgePolicy> HedgePolicyOf(const Reader& reader) {
+  return ReaderAccess::Hedge(reader);
+}
 
 }  // namespace detail
 

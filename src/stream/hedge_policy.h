@@ -14,12 +14,18 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "rangeio/options.h"
 #include "stream/latency_tracker.h"
 #include "util/mutex.h"
+
+namespace rangeio {
+class Reader;
+}  // namespace rangeio
 
 namespace rangeio::detail {
 
@@ -90,6 +96,17 @@ class HedgePolicy {
     }
   }
 
+  // How often the hedge timer looked at reads (a firing of an entry, for a
+  // stream still reading) and how many entries it was given to look again
+  // at reads it had already seen: what a hedge that cannot go out costs.
+  // Counted for Describe() and for tests, which bound them.
+  void CountCheck() { checks_.fetch_add(1, std::memory_order_relaxed); }
+  void CountRecheck() { rechecks_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t checks() const { return checks_.load(std::memory_order_relaxed); }
+  uint64_t rechecks() const {
+    return rechecks_.load(std::memory_order_relaxed);
+  }
+
   // "hedged auto (p98, floor 1 ms, now 24000 us), budget 0.05: 3 hedges of
   // 200 reads, 2 won".
   std::string Describe() const EXCLUDES(mu_) {
@@ -101,7 +118,8 @@ class HedgePolicy {
     return "hedged " + rule + ", budget " + std::to_string(budget_) + ": " +
            std::to_string(hedges_) + " hedges of " +
            std::to_string(primaries_) + " reads, " + std::to_string(won_) +
-           " won";
+           " won; " + std::to_string(checks()) + " timer checks, " +
+           std::to_string(rechecks()) + " again";
   }
 
  private:
@@ -122,6 +140,12 @@ class HedgePolicy {
   LatencyTracker tracker_ GUARDED_BY(mu_);
   uint64_t auto_ns_ GUARDED_BY(mu_) = 0;
   uint32_t since_refresh_ GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> checks_{0};
+  std::atomic<uint64_t> rechecks_{0};
 };
+
+// The hedge policy of `reader` (shared with its clones), or null when it
+// does not hedge: for tests.
+std::shared_ptr<HedgePolicy> HedgePolicyOf(const Reader& reader);
 
 }  // namespace rangeio::detail

@@ -33,6 +33,7 @@ void Scheduler::FireHedges(const std::vector<uint64_t>& tags) {
   {
     MutexLock lk(mu_, MutexLock::Spin::kYes);
     if (finished_ || failed_) return;
+    hedge_->CountCheck();
     bool room = true;
     for (uint64_t tag : tags) {
       Slot& s = slots_[SlotOf(tag)];
@@ -57,6 +58,7 @@ void Scheduler::FireHedges(const std::vector<uint64_t>& tags) {
   }
   if (!later.empty()) {
     const uint64_t retry = hedge_->RetryDelay();
+    hedge_->CountRecheck();
     ArmHedges(later.data(), later.size(), retry);
   }
   if (hedges.empty()) return;
