@@ -466,6 +466,41 @@ TEST(HedgeTest, WaitingReadIsHedgedWhenNewReadsMakeRoom) {
   ExpectLimiterDrained(reader);
 }
 
+// Issue 8: a BlockCache reads each block once for every concurrent miss,
+// so a second copy of a late read would join the first one's block read
+// and could never win (20 hedges issued, 0 won). Reads of such a source
+// are not hedged: no timer, no budget, no reserve.
+TEST(HedgeTest, NotHedgedThroughABlockCache) {
+  auto gate = GatedSource::Make("gate", 1 << 20);
+  auto cache = BlockCache::Make();
+  ASSERT_TRUE(cache.ok());
+  auto cached = MakeCachedSource(gate, *cache);
+  ASSERT_TRUE(cached.ok());
+  EXPECT_FALSE(gate->Info().joins_concurrent_reads);
+  const SourceInfo info = (*cached)->Info();
+  EXPECT_TRUE(info.joins_concurrent_reads);
+  EXPECT_NE(info.description.find("not hedged"), std::string::npos)
+      << info.description;
+  // A decorator over the cache says so too.
+  EXPECT_TRUE(SourceWrapper(*cached).Info().joins_concurrent_reads);
+  Reader reader = HedgingReader(*cached);
+  const std::vector<ByteRange> ranges = {{4096, 1000}};
+  auto stream = reader.ReadRanges(ranges);
+  ASSERT_TRUE(stream.ok());
+  ASSERT_TRUE(gate->WaitForHeld(1));              // the block read
+  std::this_thread::sleep_for(milliseconds(20));  // 20 hedge delays
+  const std::shared_ptr<detail::HedgePolicy> policy =
+      detail::HedgePolicyOf(reader);
+  EXPECT_EQ(policy ? policy->checks() : 0, 0u)
+      << (policy ? policy->Describe() : "");
+  EXPECT_EQ(reader.limiter()->GetStats().hedges_issued, 0u);
+  gate->ReleaseAll();
+  DrainPattern(*stream, ranges);
+  EXPECT_EQ(reader.GetStats().hedges_issued, 0u);
+  EXPECT_EQ(gate->reads_started(), 1u);
+  ExpectLimiterDrained(reader);
+}
+
 TEST(HedgeTest, SimulatedStoreCancelDropsTheTimer) {
   auto sim = MakeSimulatedSource("sim://slow", 1 << 20,
                                  LatencyModel::Fixed(std::chrono::seconds(30)));
