@@ -14,6 +14,7 @@
 #include "rangeio/rangeio.h"
 #include "rangeio/sim.h"
 #include "sim/latency_model.h"
+#include "stream/hedge_policy.h"
 #include "stream/latency_tracker.h"
 #include "support/collecting_sink.h"
 #include "support/gated_source.h"
@@ -127,15 +128,16 @@ TEST(HedgeOptionsTest, ReserveIsBudgetTimesConcurrency) {
   EXPECT_EQ(o.ResolvedLimiter().hedge_reserve, 64u);
 }
 
-// A reader of `gate` hedging every read after 1 ms (budget 1: every read
-// may be hedged) with io_concurrency `c`.
-Reader HedgingReader(const std::shared_ptr<GatedSource>& gate, uint32_t c = 8,
+// A reader of `gate` hedging every read after `after` (budget 1: every
+// read may be hedged) with io_concurrency `c`.
+Reader HedgingReader(const std::shared_ptr<Source>& gate, uint32_t c = 8,
                      double budget = 1.0,
-                     std::shared_ptr<Limiter> limiter = nullptr) {
+                     std::shared_ptr<Limiter> limiter = nullptr,
+                     std::chrono::microseconds after = milliseconds(1)) {
   Options o;
   o.limiter.io_concurrency = c;
   o.reader.hedge = ReaderOptions::Hedge::kFixed;
-  o.reader.hedge_after = std::chrono::microseconds(1000);
+  o.reader.hedge_after = after;
   o.reader.hedge_budget = budget;
   o.reader.planner = PlannerOptions::None();
   auto r = limiter ? Reader::Open(gate, o.reader, std::move(limiter))
@@ -360,6 +362,143 @@ TEST(HedgeTest, ExactlyOnceUnderManyHedges) {
             o.limiter.io_concurrency + o.ResolvedLimiter().hedge_reserve);
   EXPECT_LE(l.peak_retained_count, o.limiter.EffectiveResponseBudgetCount() +
                                        o.ResolvedLimiter().hedge_reserve);
+}
+
+// Takes every result of `stream` (in any order) and checks its bytes.
+void DrainPattern(RangeStream& stream, const std::vector<ByteRange>& ranges) {
+  size_t n = 0;
+  for (;;) {
+    auto r = stream.Next();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    if (!r->has_value()) break;
+    ASSERT_TRUE(MatchesPattern(ranges[(*r)->index], (*r)->bytes.span()));
+    ++n;
+  }
+  EXPECT_EQ(n, ranges.size());
+}
+
+// Issue 9: a read whose hedge the budget forbids waits for reads issued to
+// make room, not for a timer. With every read held and the budget spent,
+// the hedge timer is given nothing more to look at, however many reads
+// wait and however long: before, each batch of reads was looked at again
+// every RetryDelay() (1.25 ms here) for as long as it was out.
+TEST(HedgeTest, SpentBudgetArmsNothingWhileReadsWait) {
+  for (uint32_t n : {100u, 1000u}) {
+    SCOPED_TRACE("reads " + std::to_string(n));
+    auto gate = GatedSource::Make("gate", 1 << 20);
+    Options lo;
+    lo.limiter.io_concurrency = n;
+    lo.reader.hedge_budget = 1.0;  // a reserve of n: only the budget binds
+    auto limiter = Limiter::Make(lo);
+    ASSERT_TRUE(limiter.ok());
+    Reader reader = HedgingReader(gate, n, 0.02, *limiter, milliseconds(5));
+    std::vector<ByteRange> ranges;
+    for (uint64_t i = 0; i < n; ++i) ranges.push_back({i * 100, 100});
+    auto stream = reader.ReadRanges(ranges, Delivery::kAsCompleted);
+    ASSERT_TRUE(stream.ok());
+    const uint32_t allowed = n / 50;  // hedge-budget 0.02
+    ASSERT_TRUE(gate->WaitForHeld(n + allowed)) << gate->held();
+    const std::shared_ptr<detail::HedgePolicy> policy =
+        detail::HedgePolicyOf(reader);
+    ASSERT_NE(policy, nullptr);
+    const uint64_t before = policy->rechecks();
+    // Ten times the hedge delay with the budget spent.
+    std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_EQ(gate->held(), n + allowed);  // not one hedge more
+    EXPECT_EQ(policy->rechecks() - before, 0u) << policy->Describe();
+    // Looked at again only when reads issued made room for a hedge.
+    EXPECT_LE(policy->rechecks(), allowed) << policy->Describe();
+    gate->ReleaseAll();
+    DrainPattern(*stream, ranges);
+    EXPECT_EQ(reader.GetStats().hedges_issued, allowed);
+    ASSERT_TRUE(gate->WaitForOutstanding(0));
+    ExpectLimiterDrained(reader);
+  }
+}
+
+// hedge-budget=0: no read is ever put on the hedge timer.
+TEST(HedgeTest, ZeroBudgetArmsNothing) {
+  auto gate = GatedSource::Make("gate", 1 << 20);
+  Reader reader = HedgingReader(gate, 64, 0.0);
+  std::vector<ByteRange> ranges;
+  for (uint64_t i = 0; i < 64; ++i) ranges.push_back({i * 100, 100});
+  auto stream = reader.ReadRanges(ranges, Delivery::kAsCompleted);
+  ASSERT_TRUE(stream.ok());
+  ASSERT_TRUE(gate->WaitForHeld(64));
+  std::this_thread::sleep_for(milliseconds(20));  // 20 hedge delays
+  const std::shared_ptr<detail::HedgePolicy> policy =
+      detail::HedgePolicyOf(reader);
+  ASSERT_NE(policy, nullptr);
+  EXPECT_EQ(policy->checks(), 0u) << policy->Describe();
+  EXPECT_EQ(policy->rechecks(), 0u) << policy->Describe();
+  EXPECT_EQ(gate->held(), 64u);
+  gate->ReleaseAll();
+  DrainPattern(*stream, ranges);
+  ExpectLimiterDrained(reader);
+}
+
+// A read parked for want of budget is hedged once reads issued later (by
+// another stream of the reader) make room.
+TEST(HedgeTest, WaitingReadIsHedgedWhenNewReadsMakeRoom) {
+  auto gate = GatedSource::Make("gate", 1 << 20);
+  Reader reader = HedgingReader(gate, 8, 0.5);
+  const std::vector<ByteRange> first = {{0, 100}, {100, 100}};
+  auto a = reader.ReadRanges(first, Delivery::kAsCompleted);
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(gate->WaitForHeld(3));  // 2 reads, 1 hedge: the budget's all
+  const std::vector<ByteRange> second = {{200, 100}, {300, 100}};
+  auto b = reader.ReadRanges(second, Delivery::kAsCompleted);
+  ASSERT_TRUE(b.ok());
+  // 4 reads allow 2 hedges: the waiting read of `a` gets one, and `b`'s
+  // reads none (the budget is spent again).
+  ASSERT_TRUE(gate->WaitForHeld(6)) << gate->held();
+  std::this_thread::sleep_for(milliseconds(20));
+  EXPECT_EQ(gate->held(), 6u);
+  std::multiset<uint64_t> offsets;
+  for (const ByteRange& r : gate->held_ranges()) offsets.insert(r.offset);
+  EXPECT_EQ(offsets.count(0), 2u);
+  EXPECT_EQ(offsets.count(100), 2u);
+  gate->ReleaseAll();
+  DrainPattern(*a, first);
+  DrainPattern(*b, second);
+  EXPECT_EQ(reader.GetStats().hedges_issued, 2u);
+  ASSERT_TRUE(gate->WaitForOutstanding(0));
+  ExpectLimiterDrained(reader);
+}
+
+// Issue 8: a BlockCache reads each block once for every concurrent miss,
+// so a second copy of a late read would join the first one's block read
+// and could never win (20 hedges issued, 0 won). Reads of such a source
+// are not hedged: no timer, no budget, no reserve.
+TEST(HedgeTest, NotHedgedThroughABlockCache) {
+  auto gate = GatedSource::Make("gate", 1 << 20);
+  auto cache = BlockCache::Make();
+  ASSERT_TRUE(cache.ok());
+  auto cached = MakeCachedSource(gate, *cache);
+  ASSERT_TRUE(cached.ok());
+  EXPECT_FALSE(gate->Info().joins_concurrent_reads);
+  const SourceInfo info = (*cached)->Info();
+  EXPECT_TRUE(info.joins_concurrent_reads);
+  EXPECT_NE(info.description.find("not hedged"), std::string::npos)
+      << info.description;
+  // A decorator over the cache says so too.
+  EXPECT_TRUE(SourceWrapper(*cached).Info().joins_concurrent_reads);
+  Reader reader = HedgingReader(*cached);
+  const std::vector<ByteRange> ranges = {{4096, 1000}};
+  auto stream = reader.ReadRanges(ranges);
+  ASSERT_TRUE(stream.ok());
+  ASSERT_TRUE(gate->WaitForHeld(1));              // the block read
+  std::this_thread::sleep_for(milliseconds(20));  // 20 hedge delays
+  const std::shared_ptr<detail::HedgePolicy> policy =
+      detail::HedgePolicyOf(reader);
+  EXPECT_EQ(policy ? policy->checks() : 0, 0u)
+      << (policy ? policy->Describe() : "");
+  EXPECT_EQ(reader.limiter()->GetStats().hedges_issued, 0u);
+  gate->ReleaseAll();
+  DrainPattern(*stream, ranges);
+  EXPECT_EQ(reader.GetStats().hedges_issued, 0u);
+  EXPECT_EQ(gate->reads_started(), 1u);
+  ExpectLimiterDrained(reader);
 }
 
 TEST(HedgeTest, SimulatedStoreCancelDropsTheTimer) {

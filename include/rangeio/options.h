@@ -76,9 +76,9 @@ struct RANGEIO_EXPORT ReaderOptions {
   // reads. Unset: the source's preset (SourceInfo::planner).
   std::optional<PlannerOptions> planner;
 
-  // Key "hedge": re-issue a backend read still outstanding after a delay
-  // and take the first answer. "off" (default), "auto" (the source's
-  // recent p98 latency, at least 1 ms) or a duration "50ms" (1us..60s).
+  // Key "hedge": re-issue a late backend read and take the first answer
+  // (not for a source that joins concurrent reads: SourceInfo). "off"
+  // (default), "auto" (recent p98 latency, >= 1 ms) or "50ms" (1us..60s).
   enum class Hedge { kOff, kAuto, kFixed };
   Hedge hedge = Hedge::kOff;
   std::chrono::microseconds hedge_after{0};  // Hedge::kFixed only

@@ -80,6 +80,13 @@ struct SourceInfo {
   // when it is not the one asked for (e.g. "pread pool, up to 64 threads,
   // buffered; io_uring unavailable: ..."). May include running counters.
   std::string description;
+  // True when a read started while another read of the same bytes is out
+  // waits for that one instead of reading again (a BlockCache reads each
+  // block once for every concurrent miss). A second copy of a late read
+  // could then never answer first, so a Reader does not hedge reads of
+  // such a source (ReaderOptions::hedge). Decorators built on
+  // SourceWrapper keep it: Info() forwards.
+  bool joins_concurrent_reads = false;
 };
 
 class RANGEIO_EXPORT Source {

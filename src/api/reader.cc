@@ -95,7 +95,11 @@ Result<Reader> Reader::Open(std::shared_ptr<Source> source,
   r.limiter_ = std::move(limiter);
   r.stats_ = std::make_shared<detail::StatsRecorder>();
   r.options_ = options;
-  if (options.hedge != ReaderOptions::Hedge::kOff) {
+  // A source that joins concurrent reads of the same bytes (a BlockCache)
+  // makes a hedge's second copy wait for the first: never hedged (its
+  // Info().description says so).
+  if (options.hedge != ReaderOptions::Hedge::kOff &&
+      !r.source_->Info().joins_concurrent_reads) {
     r.hedge_ = std::make_shared<detail::HedgePolicy>(options);
   }
   return r;
@@ -132,7 +136,14 @@ struct ReaderAccess {
                              StartStream(parts, ranges, options, whole));
     return RangeStream(std::move(stream));
   }
+  static std::shared_ptr<HedgePolicy> Hedge(const Reader& reader) {
+    return reader.hedge_;
+  }
 };
+
+std::shared_ptr<HedgePolicy> HedgePolicyOf(const Reader& reader) {
+  return ReaderAccess::Hedge(reader);
+}
 
 }  // namespace detail
 

@@ -311,13 +311,17 @@ class CachedSource final : public SourceWrapper {
         o_(cache_->options()) {}
 
   Result<uint64_t> Size() override { return size_; }
+  // A miss waits for a block read already out (Claim): a hedge's second
+  // copy would join the first copy's read, so readers do not hedge.
   SourceInfo Info() const override {
     SourceInfo info = inner_->Info();
     info.description =
         "block cache of " + std::to_string(o_.block_bytes) +
-        "-byte blocks over " +
+        "-byte blocks (reads not hedged: a second copy joins the block read) "
+        "over " +
         (info.description.empty() ? std::string("'") + name() + "'"
                                   : info.description);
+    info.joins_concurrent_reads = true;
     return info;
   }
 

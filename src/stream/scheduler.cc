@@ -99,11 +99,13 @@ void Scheduler::OnGrant(uint64_t first, uint64_t n) {
     for (uint64_t j = 0; j < k; ++j) reads[j] = {ranges_[first + j], tags[j]};
     // The delay is taken before the reads go out: one that completes
     // inline must find its hedge state counted.
-    const uint64_t delay = hedge_ ? hedge_->OnIssue(k) : 0;
+    HedgeWakes wake;  // streams these reads make room for a hedge for
+    const uint64_t delay = hedge_ ? hedge_->OnIssue(k, &wake) : 0;
     source_->ReadMany({reads.data(), k}, this);
     // Armed once the reads are out, so no hedge reaches the backend before
     // its primary; a read that completed meanwhile leaves it nothing to do.
     if (delay != 0) ArmHedges(tags.data(), k, delay);
+    if (!wake.empty()) WakeForHedges(&wake);
     first += k;
     n -= k;
   }

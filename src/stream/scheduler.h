@@ -198,8 +198,17 @@ class Scheduler final : public StreamBase,
   void FinishSettling(Settled& s);
 
   // --- Hedging (scheduler_hedge.cc) ---
+  enum class HedgeRoom { kIssued, kNoBudget, kNoReserve };
+  using HedgeWakes = HedgePolicy::Waiters;
   void ArmHedges(const uint64_t* tags, uint64_t n, uint64_t delay_ns);
   void FireHedges(const std::vector<uint64_t>& tags) EXCLUDES(mu_);
+  bool DueForHedgeLocked(uint64_t tag) const REQUIRES(mu_);
+  HedgeRoom TryHedgeLocked(uint64_t tag, std::vector<ReadRequest>* hedges,
+                           uint64_t* bytes, HedgeWakes* wake) REQUIRES(mu_);
+  void WaitForRoomLocked(uint64_t tag) REQUIRES(mu_);
+  void ArmRetry();
+  void WakeForHedges(HedgeWakes* wake);
+  void RecheckHedges(bool retry) EXCLUDES(mu_);
   bool TakeLoserLocked(uint64_t tag, Settled* out) REQUIRES(mu_);
 
   // --- Delivery ---
@@ -255,6 +264,12 @@ class Scheduler final : public StreamBase,
   std::vector<uint64_t> free_slots_ GUARDED_BY(mu_);  // as-completed
   std::deque<uint64_t> ready_ GUARDED_BY(mu_);        // as-completed
   std::vector<Loser> losers_ GUARDED_BY(mu_);
+  // Reads due for a hedge that found no room (scheduler_hedge.cc), at most
+  // one entry per slot; whether the stream waits for room in the budget
+  // (registered with hedge_), and whether a reserve retry is on the timer.
+  std::vector<uint64_t> hedge_waiting_ GUARDED_BY(mu_);
+  bool budget_waiter_ GUARDED_BY(mu_) = false;
+  bool retry_armed_ GUARDED_BY(mu_) = false;
   uint64_t in_flight_ GUARDED_BY(mu_) = 0;
   uint64_t n_submitted_ GUARDED_BY(mu_) = 0;
   uint64_t delivered_ GUARDED_BY(mu_) = 0;
