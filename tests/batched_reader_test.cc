@@ -124,17 +124,24 @@ TEST(BatchedReaderTest, AnErrorReachesOnlyItsCaller) {
   EXPECT_EQ(ls.in_flight, 0u);
 }
 
+// One batch at a time, planned for an object store: queued callers' nearby
+// ranges become one coalesced read.
+std::shared_ptr<BatchedReader> OpenOneCoalescingBatch(
+    std::shared_ptr<Source> s) {
+  BatchOptions bo;
+  bo.max_batches = 1;
+  Options o = testing::LimitOptions(8);
+  o.reader.planner = PlannerOptions::ObjectStore();
+  return Open(std::move(s), bo, o);
+}
+
 // Callers' ranges coalesced into one read that fails: the core reads each
 // range again alone (per-range errors), so only the caller whose range is
 // bad gets an error, and no range is read one by one on a single thread.
 TEST(BatchedReaderTest, AFailedCoalescedReadIsRetriedRangeByRange) {
   auto gated = GatedSource::Make("g", 1 << 20);
   gated->FailOffset(0, "bad block");  // reads that start at 0 fail
-  BatchOptions bo;
-  bo.max_batches = 1;
-  Options o = testing::LimitOptions(8);
-  o.reader.planner = PlannerOptions::ObjectStore();
-  auto batched = Open(gated, bo, o);
+  auto batched = OpenOneCoalescingBatch(gated);
   Results res;
   batched->ReadAsync({900000, 10}, res.For(0));
   ASSERT_TRUE(gated->WaitForHeld(1));
@@ -163,11 +170,7 @@ TEST(BatchedReaderTest, AFailedCoalescedReadIsRetriedRangeByRange) {
 TEST(BatchedReaderTest, TheRangesOfAFailedReadAreReadAgainTogether) {
   auto gated = GatedSource::Make("g", 1 << 20);  // holds every read
   gated->FailOffset(0, "bad block");
-  BatchOptions bo;
-  bo.max_batches = 1;
-  Options o = testing::LimitOptions(8);
-  o.reader.planner = PlannerOptions::ObjectStore();
-  auto batched = Open(gated, bo, o);
+  auto batched = OpenOneCoalescingBatch(gated);
   Results res;
   batched->ReadAsync({900000, 10}, res.For(0));
   ASSERT_TRUE(gated->WaitForHeld(1));
@@ -181,9 +184,10 @@ TEST(BatchedReaderTest, TheRangesOfAFailedReadAreReadAgainTogether) {
   ASSERT_EQ(gated->ReleaseAll(), 1u);  // fails: it starts at 0
   // Every caller's range is in flight again before any of them completes.
   const bool together = gated->WaitForHeld(kCallers);
+  const size_t held = gated->held();
   gated->SetMode(GatedSource::Mode::kPassInline);
   gated->ReleaseAll();
-  EXPECT_TRUE(together) << gated->held() << " held";
+  EXPECT_TRUE(together) << held << " held";
   ASSERT_TRUE(res.WaitFor(kCallers + 1));
   EXPECT_FALSE(res.got.at(1).ok());
   for (int i = 2; i <= kCallers; ++i) {

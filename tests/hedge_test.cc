@@ -18,6 +18,7 @@
 #include "stream/latency_tracker.h"
 #include "support/collecting_sink.h"
 #include "support/gated_source.h"
+#include "support/test_util.h"
 
 namespace rangeio {
 namespace {
@@ -366,15 +367,10 @@ TEST(HedgeTest, ExactlyOnceUnderManyHedges) {
 
 // Takes every result of `stream` (in any order) and checks its bytes.
 void DrainPattern(RangeStream& stream, const std::vector<ByteRange>& ranges) {
-  size_t n = 0;
-  for (;;) {
-    auto r = stream.Next();
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    if (!r->has_value()) break;
-    ASSERT_TRUE(MatchesPattern(ranges[(*r)->index], (*r)->bytes.span()));
-    ++n;
-  }
-  EXPECT_EQ(n, ranges.size());
+  const testing::DrainResult d = testing::Drain(stream, ranges);
+  EXPECT_TRUE(d.status.ok()) << d.status.ToString();
+  EXPECT_EQ(d.bad_bytes, 0u);
+  EXPECT_EQ(d.indexes.size(), ranges.size());
 }
 
 // Issue 9: a read whose hedge the budget forbids waits for reads issued to

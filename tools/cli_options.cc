@@ -20,17 +20,15 @@ std::vector<std::string> SplitItems(const std::vector<std::string>& items) {
   for (const std::string& item : items) {
     const std::string_view text = item;
     size_t begin = 0;
-    for (size_t comma = item.find(','); comma != std::string::npos;
-         comma = item.find(',', comma + 1)) {
-      const size_t eq = item.find('=', comma + 1);
-      if (eq == std::string::npos) break;
-      if (!IsOptionKey(text.substr(comma + 1, eq - comma - 1))) {
-        continue;
-      }
-      out.push_back(item.substr(begin, comma - begin));
+    for (size_t comma = text.find(','); comma != text.npos;
+         comma = text.find(',', comma + 1)) {
+      const size_t eq = text.find('=', comma + 1);
+      if (eq == text.npos) break;
+      if (!IsOptionKey(text.substr(comma + 1, eq - comma - 1))) continue;
+      out.emplace_back(text.substr(begin, comma - begin));
       begin = comma + 1;
     }
-    out.push_back(item.substr(begin));
+    out.emplace_back(text.substr(begin));
   }
   return out;
 }

@@ -17,7 +17,7 @@ namespace rangeio::bench {
 namespace {
 
 constexpr int kDim = 32;
-constexpr int kVectors = 20'000;  // 2.6 MB of codes and ids in 64 lists
+constexpr int kVectors = 20'000;  // 2.7 MB of codes and ids in 64 lists
 constexpr int kLists = 64;
 constexpr int kQueries = 16;
 constexpr int kK = 10;

@@ -19,6 +19,7 @@ Verdicts, not rates: the machine is shared. --json FILE writes them.
 
 import argparse
 import collections
+import functools
 import gc
 import json
 import os
@@ -91,9 +92,10 @@ def read_async_loop(batched, size, stop, tally, rng):
 
 
 def cat_ranges_loop(fs, paths, stop, tally, rng):
+    """`paths`: {path: offset in the pattern where its bytes start}."""
     while not stop.is_set():
         call_paths, starts = [], []
-        for k, p in enumerate(paths):
+        for p in paths:
             for _ in range(3):
                 call_paths.append(p)
                 starts.append(rng.randrange(_OBJECT_BYTES - 512))
@@ -103,8 +105,7 @@ def cat_ranges_loop(fs, paths, stop, tally, rng):
             if isinstance(g, BaseException):
                 tally.error("unexpected_errors", g)
                 continue
-            base = int(os.path.basename(p)[1:-4]) * 1000
-            tally.check(g, base + s, e - s)
+            tally.check(g, paths[p] + s, e - s)
         tally.add("cat_calls")
         tally.add("cat_ranges", len(got))
 
@@ -128,12 +129,13 @@ def read_ranges_loop(reader, size, stop, tally, rng):
 
 
 def write_objects(folder, count):
-    paths = []
+    """{path: offset in the pattern where its bytes start} of new files."""
+    paths = {}
     for k in range(count):
         path = os.path.join(folder, f"o{k}.bin")
         with open(path, "wb") as f:
             f.write(expected(k * 1000, _OBJECT_BYTES))
-        paths.append(path)
+        paths[path] = k * 1000
     return paths
 
 
@@ -165,16 +167,15 @@ def run(args, folder):
                            skip_instance_cache=True, **stall)
     tally = Tally()
     stop = threading.Event()
-    work = [lambda r: read_async_loop(batched, _PATTERN_BYTES, stop, tally, r),
-            lambda r: read_async_loop(batched, _PATTERN_BYTES, stop, tally, r),
-            lambda r: cat_ranges_loop(fs, paths, stop, tally, r)]
-    for reader in readers:
-        work.append(lambda r, reader=reader: read_ranges_loop(
-            reader, _PATTERN_BYTES, stop, tally, r))
+    work = [functools.partial(read_async_loop, batched, _PATTERN_BYTES),
+            functools.partial(read_async_loop, batched, _PATTERN_BYTES),
+            functools.partial(cat_ranges_loop, fs, paths)]
+    work += [functools.partial(read_ranges_loop, reader, _PATTERN_BYTES)
+             for reader in readers]
 
     def guarded(body, seed):
         try:
-            body(random.Random(seed))
+            body(stop, tally, random.Random(seed))
         except Exception as err:  # noqa: BLE001 (a thread's escape is a failure)
             tally.error("unexpected_errors", err)
 
@@ -187,7 +188,7 @@ def run(args, folder):
     for t in threads:
         t.join(timeout=120)
     hung = sum(t.is_alive() for t in threads)
-    del batched
+    del batched, work  # the partials hold it too
     gc.collect()
     wait_until(lambda: limiter.stats()["in_flight"] == 0
                and limiter.stats()["retained_count"] == 0)

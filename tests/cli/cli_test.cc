@@ -228,17 +228,19 @@ std::string Expected() {
   return s;
 }
 
+// Writes the seeded pattern's kPatternBytes bytes to a new file at `path`.
+bool WritePatternFile(const std::string& path) {
+  const std::string all = PatternBytes({0, kPatternBytes});
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(all.data(), static_cast<std::streamsize>(all.size()));
+  return static_cast<bool>(out);
+}
+
 TEST(CliCatTest, LocalFileByPathAndUrl) {
   const std::string dir = ::testing::TempDir() + "rangeio_cli_local";
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/paren (1) %.bin";
-  {
-    FILE* f = std::fopen(path.c_str(), "wb");
-    ASSERT_NE(f, nullptr);
-    const std::string all = PatternBytes({0, kPatternBytes});
-    std::fwrite(all.data(), 1, all.size(), f);
-    std::fclose(f);
-  }
+  ASSERT_TRUE(WritePatternFile(path));
   for (const std::string& name :
        {path, "file://" + dir + "/" + EncodePath("paren (1) %.bin")}) {
     SCOPED_TRACE(name);
@@ -260,13 +262,7 @@ TEST(CliCatTest, OptionsInTheCommaFormAndTebibytes) {
   const std::string dir = ::testing::TempDir() + "rangeio_cli_comma";
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/pattern.bin";
-  {
-    FILE* f = std::fopen(path.c_str(), "wb");
-    ASSERT_NE(f, nullptr);
-    const std::string all = PatternBytes({0, kPatternBytes});
-    std::fwrite(all.data(), 1, all.size(), f);
-    std::fclose(f);
-  }
+  ASSERT_TRUE(WritePatternFile(path));
   for (const std::vector<std::string>& opts :
        {std::vector<std::string>{"-o", "read-thread-num=4,planner=none"},
         std::vector<std::string>{"-o", "hedge=1ms,hedge-budget=0.5", "-o",
